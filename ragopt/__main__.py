@@ -1,0 +1,5 @@
+import sys
+
+from ragopt.cli import main
+
+sys.exit(main())

@@ -1,0 +1,48 @@
+"""The `ragopt` command: thin parsing and printing over the library.
+
+Each subcommand lives in its own module with `register(subparsers)` and `run(args) -> int`; heavy
+libraries are imported inside `run`, so `ragopt --help` stays instant. Bad input exits 2 with one line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from ragopt.errors import InputError
+
+SUBCOMMANDS = ["index", "search", "eval", "sweep", "ask", "capacity"]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="ragopt", description="Compose, trace and tune RAG pipelines.")
+    parser.add_argument("--workspace", default=None, help="where indexes and caches live (default: $RAGOPT_HOME or ./.ragopt)")
+    subparsers = parser.add_subparsers(dest="command", required=True)
+    for name in SUBCOMMANDS:
+        try:
+            module = importlib.import_module(f"ragopt.cli.{name}")
+        except ModuleNotFoundError as exc:
+            if exc.name == f"ragopt.cli.{name}":
+                continue  # that capability is not built yet
+            raise
+        sub = module.register(subparsers)
+        sub.set_defaults(handler=module.run)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.handler(args) or 0)
+    except InputError as exc:
+        print(f"ragopt {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"ragopt {args.command}: interrupted; re-run the same command to pick up where it stopped", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

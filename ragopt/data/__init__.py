@@ -1,0 +1,53 @@
+"""Evaluation data: documents, queries with graded relevance and evidence spans, and their loaders."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import BaseModel, Field
+
+from ragopt.types import Document, Query
+
+
+class Evidence(BaseModel):
+    """Gold evidence: a whole document (start/end None) or a char span `text[start:end]` of its text."""
+
+    doc_id: str
+    start: int | None = None
+    end: int | None = None
+
+    def overlaps(self, doc_id: str, start: int, end: int) -> bool:
+        if doc_id != self.doc_id:
+            return False
+        if self.start is None or self.end is None:
+            return True
+        return start < self.end and self.start < end
+
+
+class EvalQuery(BaseModel):
+    query: Query
+    relevance: dict[str, int] = Field(default_factory=dict)  # doc_id -> graded relevance (> 0 is relevant)
+    evidence: list[Evidence] = Field(default_factory=list)  # span-level gold, where the dataset has it
+    reference_answer: str | None = None
+
+
+class EvalSet(BaseModel):
+    name: str
+    source: str  # the path it was loaded from
+    documents: list[Document]
+    queries: list[EvalQuery]
+
+    def doc_map(self) -> dict[str, Document]:
+        return {d.id: d for d in self.documents}
+
+
+def load_evalset(path: str | Path, split: str = "test") -> EvalSet:
+    """A BEIR folder (corpus.jsonl, queries.jsonl, qrels/) or a ragopt eval folder/file (see data/jsonl.py)."""
+    path = Path(path)
+    if path.is_dir() and (path / "corpus.jsonl").exists() and (path / "qrels").is_dir():
+        from ragopt.data.beir import load_beir
+
+        return load_beir(path, split=split)
+    from ragopt.data.jsonl import load_ragopt_jsonl
+
+    return load_ragopt_jsonl(path)

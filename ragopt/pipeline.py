@@ -1,0 +1,143 @@
+"""The pipeline core: a chain of stages, each run inside a timed span.
+
+A stage is any object with a `name` and one typed method, `run(state) -> state`. It does its one job and
+may report counters in `state.usage`; timing, tracing, fallbacks and deadlines live here, not in stages.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable, Protocol, Sequence, runtime_checkable
+
+from ragopt.trace import Span, Trace, Usage, now_ms
+from ragopt.types import Answer, Hit, Query
+
+
+class DeadlineExceeded(RuntimeError):
+    """Raised by the core when a request's deadline has passed before a stage could start."""
+
+
+@dataclass
+class RequestState:
+    """Everything one request carries down the chain. Stages read and replace fields; nothing flows back up."""
+
+    query: Query
+    candidates: dict[str, list[Hit]] = field(default_factory=dict)  # per retriever, before fusion
+    hits: list[Hit] = field(default_factory=list)  # the current ranking handed to the next stage
+    prompt: str | None = None
+    answer: Answer | None = None
+    deadline: float | None = None  # time.monotonic() value after which work should stop
+    on_token: Callable[[str], None] | None = None  # streaming sink for generators
+    usage: Usage = field(default_factory=Usage)  # reset by the core before each stage
+
+    def remaining_s(self) -> float | None:
+        return None if self.deadline is None else self.deadline - time.monotonic()
+
+
+@runtime_checkable
+class Stage(Protocol):
+    name: str
+
+    def run(self, state: RequestState) -> RequestState: ...
+
+
+@dataclass
+class Step:
+    """A stage plus how the core treats its failure: `fallback` runs instead; `required=False` skips it visibly."""
+
+    stage: Stage
+    fallback: Stage | None = None
+    required: bool = True
+
+
+@dataclass
+class Result:
+    state: RequestState
+    trace: Trace
+
+    @property
+    def hits(self) -> list[Hit]:
+        return self.state.hits
+
+    @property
+    def answer(self) -> Answer | None:
+        return self.state.answer
+
+
+class Pipeline:
+    """Compose stages in code: `Pipeline([DenseRetriever(...), Fuse(...), Generate(...)])`."""
+
+    def __init__(self, steps: Sequence[Stage | Step]):
+        self.steps = [s if isinstance(s, Step) else Step(s) for s in steps]
+        names = [s.stage.name for s in self.steps]
+        if len(set(names)) != len(names):
+            raise ValueError(f"stage names must be unique, got {names}")
+
+    def run(
+        self,
+        query: Query | str,
+        *,
+        deadline_s: float | None = None,
+        on_token: Callable[[str], None] | None = None,
+    ) -> Result:
+        if isinstance(query, str):
+            query = Query(text=query)
+        state = RequestState(
+            query=query,
+            deadline=None if deadline_s is None else time.monotonic() + deadline_s,
+            on_token=on_token,
+        )
+        trace = Trace(request_id=uuid.uuid4().hex[:12], query_id=query.id)
+        t0 = now_ms()
+        for step in self.steps:
+            state = self._run_step(step, state, trace, t0)
+        trace.total_ms = now_ms() - t0
+        return Result(state=state, trace=trace)
+
+    def run_many(self, queries: Iterable[Query], *, progress: bool = True, **kwargs: Any) -> list[Result]:
+        from tqdm import tqdm
+
+        queries = list(queries)
+        return [self.run(q, **kwargs) for q in tqdm(queries, desc="queries", disable=not progress, leave=False)]
+
+    def _run_step(self, step: Step, state: RequestState, trace: Trace, t0: float) -> RequestState:
+        stage = step.stage
+        remaining = state.remaining_s()
+        if remaining is not None and remaining <= 0:
+            trace.spans.append(Span(name=stage.name, start_ms=now_ms() - t0, ms=0.0, skipped=True, error="deadline"))
+            if step.fallback is None:
+                trace.degraded.append(f"{stage.name}: skipped, deadline passed")
+                return state
+            trace.degraded.append(f"{stage.name}: deadline passed -> {step.fallback.name}")
+            return self._timed(step.fallback, f"{stage.name}.fallback", state, trace, t0)
+        try:
+            return self._timed(stage, stage.name, state, trace, t0)
+        except Exception as exc:  # a stage failure degrades visibly, never silently
+            reason = f"{type(exc).__name__}: {exc}"
+            if step.fallback is not None:
+                trace.degraded.append(f"{stage.name}: {reason} -> {step.fallback.name}")
+                return self._timed(step.fallback, f"{stage.name}.fallback", state, trace, t0)
+            if not step.required:
+                trace.degraded.append(f"{stage.name}: {reason} -> skipped")
+                return state
+            raise
+
+    @staticmethod
+    def _timed(stage: Stage, span_name: str, state: RequestState, trace: Trace, t0: float) -> RequestState:
+        state.usage = Usage()
+        items_in = len(state.hits)
+        start = now_ms()
+        span = Span(name=span_name, start_ms=start - t0, ms=0.0, items_in=items_in)
+        trace.spans.append(span)
+        try:
+            state = stage.run(state)
+        except Exception as exc:
+            span.error = f"{type(exc).__name__}: {exc}"
+            raise
+        finally:
+            span.ms = now_ms() - start
+            span.usage = state.usage
+        span.items_out = len(state.hits)
+        return state

@@ -1,0 +1,124 @@
+"""The data that flows down a pipeline: documents, chunks, queries, hits and answers."""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+# Stored in place of "no tenant" / "no scope" so that shared data matches every query (see `visible_to`).
+EVERYONE = "*"
+
+
+def _as_sorted_tuple(value: Any) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    if isinstance(value, str):
+        value = [value]
+    return tuple(sorted({str(v) for v in value}))
+
+
+class Document(BaseModel):
+    """A source document. `tenant` None means shared by all tenants; empty `scopes` means any scope."""
+
+    model_config = ConfigDict(frozen=True)
+
+    id: str
+    text: str
+    title: str = ""
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    tenant: str | None = None
+    scopes: tuple[str, ...] = ()
+
+    _norm_scopes = field_validator("scopes", mode="before")(_as_sorted_tuple)
+
+    @classmethod
+    def from_langchain(cls, doc: Any, id_key: str = "id") -> "Document":
+        """Accept a `langchain_core.documents.Document`; its id, tenant and scopes may live in metadata."""
+        metadata = dict(doc.metadata or {})
+        doc_id = getattr(doc, "id", None) or metadata.pop(id_key, None)
+        if doc_id is None:
+            doc_id = hashlib.sha256(doc.page_content.encode()).hexdigest()[:16]
+        return cls(
+            id=str(doc_id),
+            text=doc.page_content,
+            title=str(metadata.pop("title", "")),
+            tenant=metadata.pop("tenant", None),
+            scopes=metadata.pop("scopes", ()),
+            metadata=metadata,
+        )
+
+
+class Chunk(BaseModel):
+    """A slice `text[start:end]` of one document's text, with that document's title, tenant and scopes."""
+
+    model_config = ConfigDict(frozen=True)
+
+    id: str
+    doc_id: str
+    start: int
+    end: int
+    text: str
+    title: str = ""
+    tenant: str | None = None
+    scopes: tuple[str, ...] = ()
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+    @property
+    def indexed_text(self) -> str:
+        """What the retrievers see: the title gives a short chunk the context it lost when cut out."""
+        return f"{self.title} {self.text}" if self.title else self.text
+
+    @staticmethod
+    def make_id(doc_id: str, start: int, end: int, chunker_fingerprint: str) -> str:
+        raw = f"{doc_id}\x1f{start}\x1f{end}\x1f{chunker_fingerprint}"
+        return hashlib.sha256(raw.encode()).hexdigest()[:24]
+
+
+class Turn(BaseModel):
+    role: Literal["user", "assistant", "system"]
+    content: str
+
+
+class Query(BaseModel):
+    """What the user asked, and who asked it: retrieval only ever sees what `tenant` and `scopes` allow."""
+
+    text: str
+    id: str = ""
+    tenant: str | None = None
+    scopes: tuple[str, ...] = ()
+    history: list[Turn] = Field(default_factory=list)
+
+    _norm_scopes = field_validator("scopes", mode="before")(_as_sorted_tuple)
+
+
+def visible_to(chunk: Chunk | Document, query: Query) -> bool:
+    """The one permission rule: same tenant (or shared), and a scope in common (or unscoped)."""
+    tenant_ok = chunk.tenant is None or chunk.tenant == query.tenant
+    scope_ok = not chunk.scopes or bool(set(chunk.scopes) & set(query.scopes))
+    return tenant_ok and scope_ok
+
+
+class Hit(BaseModel):
+    chunk: Chunk
+    score: float
+    rank: int  # 1-based
+    retriever: str
+
+
+class Citation(BaseModel):
+    """A `[n]` marker in an answer, resolved to the passage it names; `valid` is False when no passage n was given."""
+
+    marker: int
+    chunk_id: str | None = None
+    doc_id: str | None = None
+    valid: bool = True
+
+
+class Answer(BaseModel):
+    text: str
+    citations: list[Citation] = Field(default_factory=list)
+    incomplete: bool = False
+    finish_reason: str = "stop"
+    generator: str = ""
