@@ -1,0 +1,148 @@
+"""Answer metrics through ragas, the ones that need no LLM: exact match, string presence, ROUGE-L, string
+similarity, BLEU, chrF, and non-LLM context recall.
+
+ragas is an optional dependency (`pip install "ragopt[answers]"`), imported only when a score is asked for,
+with its usage telemetry switched off (RAGAS_DO_NOT_TRACK=true) before the import.
+
+LLM-judged metrics (faithfulness, answer relevancy, ...) need a judge model. Asking for one without a judge
+is an InputError; with a judge it is NotImplementedError for now: ragopt does not wire a judge yet.
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+from collections.abc import Sequence
+from functools import cache
+from typing import Any
+
+from pydantic import BaseModel
+
+from ragopt.errors import InputError
+
+# ragopt name -> what it measures (all in [0, 1]; higher is better)
+NO_LLM_METRICS: dict[str, str] = {
+    "exact_match": "1 when the answer equals the reference exactly (ragas ExactMatch; case-sensitive)",
+    "string_presence": "1 when the reference occurs in the answer (ragas StringPresence)",
+    "rouge_l": "ROUGE-L F-measure against the reference (ragas RougeScore)",
+    "string_similarity": "1 - normalized Levenshtein distance to the reference (ragas NonLLMStringSimilarity)",
+    "bleu": "sentence BLEU against the reference (ragas BleuScore)",
+    "chrf": "chrF against the reference (ragas CHRFScore)",
+    "context_recall_nonllm": "share of reference contexts matched by a retrieved context (ragas NonLLMContextRecall)",
+}
+LLM_METRICS = (
+    "faithfulness", "answer_relevancy", "answer_correctness", "answer_accuracy", "factual_correctness",
+    "context_precision", "context_recall", "context_relevance", "response_groundedness", "noise_sensitivity",
+    "semantic_similarity",
+)
+DEFAULT_ANSWER_METRICS = ("exact_match", "string_presence", "rouge_l", "string_similarity")
+_CONTEXT_METRICS = {"context_recall_nonllm"}
+
+
+class AnswerSample(BaseModel):
+    response: str
+    reference: str | None = None
+    retrieved_contexts: list[str] | None = None
+    reference_contexts: list[str] | None = None
+
+
+class AnswerMetricsUnavailable(RuntimeError):
+    """ragas (or one of the string libraries its metrics use) is not installed."""
+
+
+def check_metrics(metrics: Sequence[str], judge: Any = None) -> list[str]:
+    """Validate metric names before any work is done; returns them lower-cased."""
+    names = [m.strip().lower() for m in metrics]
+    for name in names:
+        if name in NO_LLM_METRICS:
+            continue
+        if name in LLM_METRICS:
+            if judge is None:
+                raise InputError(
+                    f"{name!r} is judged by an LLM: configure a judge model, or use a metric that needs none: "
+                    + ", ".join(NO_LLM_METRICS),
+                    field="answer_metrics",
+                )
+            raise NotImplementedError(f"LLM-judged answer metrics ({name}) are not implemented in ragopt yet")
+        raise InputError(
+            f"unknown answer metric {name!r}; known: {', '.join(NO_LLM_METRICS)} "
+            f"(LLM-judged, need a judge: {', '.join(LLM_METRICS)})",
+            field="answer_metrics",
+        )
+    return names
+
+
+@cache
+def _ragas() -> dict[str, Any]:
+    os.environ["RAGAS_DO_NOT_TRACK"] = "true"
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            from ragas import SingleTurnSample
+            from ragas.metrics import NonLLMContextRecall  # only in the older API in ragas 0.4
+            from ragas.metrics.collections import (
+                BleuScore,
+                CHRFScore,
+                ExactMatch,
+                NonLLMStringSimilarity,
+                RougeScore,
+                StringPresence,
+            )
+    except ImportError as exc:
+        raise AnswerMetricsUnavailable(
+            f"answer metrics need ragas and its string libraries: pip install 'ragopt[answers]' ({exc})"
+        ) from exc
+    return {
+        "SingleTurnSample": SingleTurnSample,
+        "exact_match": ExactMatch,
+        "string_presence": StringPresence,
+        "rouge_l": lambda: RougeScore(rouge_type="rougeL", mode="fmeasure"),
+        "string_similarity": NonLLMStringSimilarity,
+        "bleu": BleuScore,
+        "chrf": CHRFScore,
+        "context_recall_nonllm": NonLLMContextRecall,
+    }
+
+
+def score_answers(
+    samples: Sequence[AnswerSample], metrics: Sequence[str] = DEFAULT_ANSWER_METRICS, judge: Any = None
+) -> dict[str, list[float | None]]:
+    """{metric: [score per sample]}; None where a sample lacks what the metric needs (a reference, contexts)."""
+    names = check_metrics(metrics, judge)
+    lib = _ragas()
+    scorers = {name: lib[name]() for name in names}
+    out: dict[str, list[float | None]] = {name: [] for name in names}
+    for s in samples:
+        for name, scorer in scorers.items():
+            value: float | None
+            if name in _CONTEXT_METRICS:
+                if not s.reference_contexts or s.retrieved_contexts is None:
+                    value = None
+                else:
+                    sample = lib["SingleTurnSample"](
+                        retrieved_contexts=s.retrieved_contexts, reference_contexts=s.reference_contexts
+                    )
+                    value = float(scorer.single_turn_score(sample))
+            elif s.reference is None:
+                value = None
+            else:
+                value = float(scorer.score(reference=s.reference, response=s.response).value)
+            out[name].append(value)
+    return out
+
+
+def score_answer(
+    response: str,
+    reference: str | None,
+    metrics: Sequence[str] = DEFAULT_ANSWER_METRICS,
+    retrieved_contexts: list[str] | None = None,
+    reference_contexts: list[str] | None = None,
+    judge: Any = None,
+) -> dict[str, float | None]:
+    sample = AnswerSample(
+        response=response,
+        reference=reference,
+        retrieved_contexts=retrieved_contexts,
+        reference_contexts=reference_contexts,
+    )
+    return {name: values[0] for name, values in score_answers([sample], metrics, judge).items()}
