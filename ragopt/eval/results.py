@@ -1,0 +1,239 @@
+"""The `results.json` schema of a sweep (schema_version 1), as pydantic models. Documented in docs/results-schema.md.
+
+Stable means: fields are only ever added in version 1 (readers should ignore keys they do not know in the
+open dicts: `params`, `costs`, `metrics`, `per_query`, `versions.packages`, `models`); renaming or removing a
+field, or changing its meaning, bumps `schema_version`.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import math
+import platform
+from collections.abc import Iterable
+from importlib import metadata
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from ragopt.errors import InputError
+
+SCHEMA_VERSION = 1
+
+DEFAULT_PACKAGES = (
+    "pydantic", "numpy", "qdrant-client", "bm25s", "rank-bm25", "sentence-transformers", "torch", "tokenizers",
+    "ragas", "llama-cpp-python",
+)
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class _Open(BaseModel):
+    """Documented fields plus any extra ones (later stages add knobs and costs)."""
+
+    model_config = ConfigDict(extra="allow")
+
+
+class DatasetInfo(_Model):
+    name: str
+    path: str
+    fingerprint: str
+    n_documents: int
+    n_queries: int
+
+
+class Versions(_Model):
+    ragopt: str
+    python: str
+    packages: dict[str, str] = Field(default_factory=dict)
+
+    @classmethod
+    def collect(cls, packages: Iterable[str] = DEFAULT_PACKAGES) -> "Versions":
+        """The running versions: ragopt, Python, and each named package that is installed."""
+        from ragopt import __version__
+
+        found = {}
+        for name in packages:
+            try:
+                found[name] = metadata.version(name)
+            except metadata.PackageNotFoundError:
+                continue
+        return cls(ragopt=__version__, python=platform.python_version(), packages=found)
+
+
+class ModelInfo(_Model):
+    name: str
+    fingerprint: str
+
+
+class TrialParams(_Open):
+    chunker: str = Field(description='"whole" or "SIZE/OVERLAP" in tokens, e.g. "256/32"')
+    chunk_size: int | None = None
+    chunk_overlap: int | None = None
+    retriever: str
+    fusion: str | None = None
+    alpha: float | None = None
+    top_k: int
+
+
+class Costs(_Open):
+    """Measured costs; None when not measured. Latencies are retrieval per query, in milliseconds."""
+
+    p50_ms: float | None = None
+    p95_ms: float | None = None
+    p99_ms: float | None = None
+    context_tokens: float | None = Field(None, description="mean tokens of the top_k chunks a generator would get")
+    index_build_s: float | None = None
+    index_bytes: int | None = None
+    n_chunks: int | None = None
+
+
+COST_NAMES = tuple(Costs.model_fields)  # the documented costs: lower is better
+
+
+def _nan_to_none(value: Any) -> Any:
+    return None if isinstance(value, float) and math.isnan(value) else value
+
+
+class Trial(_Model):
+    id: str
+    params: TrialParams
+    metrics: dict[str, float | None] = Field(default_factory=dict)
+    costs: Costs = Field(default_factory=Costs)
+    per_query: dict[str, list[float | None]] = Field(
+        default_factory=dict, description="metric -> one value per query, aligned with SweepResults.query_ids"
+    )
+
+    @field_validator("metrics", mode="before")
+    @classmethod
+    def _metrics_nan(cls, v: Any) -> Any:
+        return {k: _nan_to_none(x) for k, x in v.items()} if isinstance(v, dict) else v
+
+    @field_validator("per_query", mode="before")
+    @classmethod
+    def _per_query_nan(cls, v: Any) -> Any:
+        return {k: [_nan_to_none(x) for x in xs] for k, xs in v.items()} if isinstance(v, dict) else v
+
+    def values(self) -> dict[str, Any]:
+        """Metrics and costs in one flat dict: what gates are evaluated against."""
+        return {**self.metrics, **self.costs.model_dump()}
+
+
+class GateVerdict(_Model):
+    gate: str = Field(description="the expression as normalized, e.g. 'recall@10>=0.9'")
+    metric: str
+    op: Literal[">=", "<=", ">", "<"]
+    threshold: float
+    observed: float | None
+    passed: bool
+    margin: float | None = Field(description="how far inside the threshold (>0) or outside it (<0)")
+    message: str
+
+
+class RegressionVerdict(_Model):
+    trial_id: str
+    metric: str
+    n_queries: int
+    baseline_mean: float
+    current_mean: float
+    diff: float = Field(description="current - baseline, mean over paired queries")
+    ci_low: float
+    ci_high: float
+    confidence: float
+    tolerance: float
+    n_resamples: int
+    seed: int
+    regressed: bool
+    message: str
+
+
+class BaselineComparison(_Model):
+    path: str
+    tolerance: float
+    verdicts: list[RegressionVerdict]
+    regressed: bool
+
+
+class SweepResults(_Model):
+    schema_version: Literal[1] = SCHEMA_VERSION
+    dataset: DatasetInfo
+    created_at: str = Field(
+        default_factory=lambda: _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        description="ISO 8601, UTC",
+    )
+    versions: Versions
+    models: dict[str, ModelInfo] = Field(default_factory=dict, description='e.g. {"embedder": {...}}')
+    search_space: dict[str, Any] = Field(default_factory=dict)
+    objective: str
+    gates: list[str] = Field(default_factory=list)
+    trials: list[Trial]
+    selected: str | None = None
+    verdicts: dict[str, list[GateVerdict]] = Field(default_factory=dict)
+    query_ids: list[str] = Field(default_factory=list)
+    baseline: BaselineComparison | None = None
+
+    @model_validator(mode="after")
+    def _consistent(self) -> "SweepResults":
+        ids = [t.id for t in self.trials]
+        dupes = sorted({i for i in ids if ids.count(i) > 1})
+        if dupes:
+            raise ValueError(f"duplicate trial ids: {dupes}")
+        known = set(ids)
+        if self.selected is not None and self.selected not in known:
+            raise ValueError(f"selected trial {self.selected!r} is not among the trials")
+        stray = sorted(set(self.verdicts) - known)
+        if stray:
+            raise ValueError(f"verdicts for unknown trials: {stray}")
+        n = len(self.query_ids)
+        for t in self.trials:
+            for name, values in t.per_query.items():
+                if len(values) != n:
+                    raise ValueError(
+                        f"trial {t.id!r}: per_query[{name!r}] has {len(values)} values for {n} query_ids"
+                    )
+        return self
+
+    def trial(self, trial_id: str) -> Trial:
+        for t in self.trials:
+            if t.id == trial_id:
+                return t
+        raise KeyError(trial_id)
+
+    @property
+    def selected_trial(self) -> Trial | None:
+        return self.trial(self.selected) if self.selected is not None else None
+
+    def to_json(self) -> str:
+        return self.model_dump_json(indent=2)
+
+    def save(self, path: str | Path) -> Path:
+        path = Path(path)
+        path.write_text(self.to_json() + "\n", encoding="utf-8")
+        return path
+
+    @classmethod
+    def load(cls, path: str | Path) -> "SweepResults":
+        """Read a results.json; a missing, malformed or incompatible file is an InputError naming it."""
+        path = Path(path)
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            raise InputError("file not found", path=path) from None
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise InputError(f"not valid JSON: {exc}", path=path) from None
+        if isinstance(data, dict) and data.get("schema_version") not in (None, SCHEMA_VERSION):
+            raise InputError(
+                f"schema_version {data.get('schema_version')!r} is not supported (this ragopt reads {SCHEMA_VERSION})",
+                path=path,
+                field="schema_version",
+            )
+        try:
+            return cls.model_validate(data)
+        except ValidationError as exc:
+            err = exc.errors()[0]
+            key = ".".join(str(p) for p in err["loc"]) or "(top level)"
+            raise InputError(err["msg"], path=path, field=key) from None
