@@ -1,0 +1,179 @@
+"""Paired, seeded bootstrap confidence intervals, so that a baseline comparison fails on a real drop, not on noise.
+
+Both runs are scored on the same queries; the per-query differences (current - baseline) are resampled with
+replacement `n_resamples` times and the percentile interval of their mean is the confidence interval.
+A regression is a drop beyond the tolerance that the interval makes significant: for a higher-is-better
+metric, the interval's upper bound is below -tolerance. The same seed gives the same interval, every time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from ragopt.errors import InputError
+from ragopt.eval.gates import fmt, is_cost
+from ragopt.eval.results import BaselineComparison, RegressionVerdict, SweepResults
+
+DEFAULT_RESAMPLES = 2000
+DEFAULT_CONFIDENCE = 0.95
+DEFAULT_SEED = 0
+_BLOCK = 256  # resamples drawn at a time, to bound memory on large query sets
+
+
+@dataclass(frozen=True)
+class BootstrapCI:
+    mean_diff: float  # mean of current - baseline
+    low: float
+    high: float
+    n: int
+    confidence: float
+    n_resamples: int
+    seed: int
+
+
+def _pairs(current: Sequence[float | None], baseline: Sequence[float | None]) -> tuple[np.ndarray, np.ndarray]:
+    if len(current) != len(baseline):
+        raise ValueError(f"paired bootstrap needs aligned values: {len(current)} current vs {len(baseline)} baseline")
+    c = np.array([np.nan if v is None else v for v in current], dtype=float)
+    b = np.array([np.nan if v is None else v for v in baseline], dtype=float)
+    keep = ~(np.isnan(c) | np.isnan(b))  # a query undefined in either run is left out of the pairing
+    if not keep.any():
+        raise ValueError("paired bootstrap needs at least one query scored in both runs")
+    return c[keep], b[keep]
+
+
+def paired_bootstrap_ci(
+    current: Sequence[float | None],
+    baseline: Sequence[float | None],
+    n_resamples: int = DEFAULT_RESAMPLES,
+    confidence: float = DEFAULT_CONFIDENCE,
+    seed: int = DEFAULT_SEED,
+) -> BootstrapCI:
+    """Percentile CI of mean(current - baseline) over queries (aligned lists; None/NaN pairs are dropped)."""
+    if not 0 < confidence < 1:
+        raise ValueError(f"confidence must be in (0, 1), got {confidence}")
+    if n_resamples < 1:
+        raise ValueError(f"n_resamples must be positive, got {n_resamples}")
+    c, b = _pairs(current, baseline)
+    diff = c - b
+    n = diff.size
+    rng = np.random.default_rng(seed)
+    means = np.empty(n_resamples)
+    for start in range(0, n_resamples, _BLOCK):
+        stop = min(start + _BLOCK, n_resamples)
+        idx = rng.integers(0, n, size=(stop - start, n))
+        means[start:stop] = diff[idx].mean(axis=1)
+    alpha = 1 - confidence
+    low, high = np.quantile(means, [alpha / 2, 1 - alpha / 2])
+    return BootstrapCI(
+        mean_diff=float(diff.mean()), low=float(low), high=float(high), n=n,
+        confidence=confidence, n_resamples=n_resamples, seed=seed,
+    )
+
+
+def regression(
+    current: Sequence[float | None],
+    baseline: Sequence[float | None],
+    tolerance: float,
+    *,
+    metric: str = "metric",
+    trial_id: str = "",
+    higher_is_better: bool | None = None,
+    n_resamples: int = DEFAULT_RESAMPLES,
+    confidence: float = DEFAULT_CONFIDENCE,
+    seed: int = DEFAULT_SEED,
+) -> RegressionVerdict:
+    """Regressed only when the whole CI lies beyond the tolerance on the bad side: for higher-is-better,
+    upper bound of (current - baseline) < -tolerance; for costs (lower is better), lower bound > tolerance.
+    `higher_is_better` defaults from the metric's name (costs such as *_ms are lower-is-better)."""
+    if tolerance < 0:
+        raise ValueError(f"tolerance must be >= 0, got {tolerance}")
+    if higher_is_better is None:
+        higher_is_better = not is_cost(metric)
+    ci = paired_bootstrap_ci(current, baseline, n_resamples, confidence, seed)
+    c, b = _pairs(current, baseline)
+    regressed = ci.high < -tolerance if higher_is_better else ci.low > tolerance
+    pct = f"{confidence:.0%}"
+    head = (
+        f"{metric}: {fmt(float(c.mean()))} vs baseline {fmt(float(b.mean()))} "
+        f"(diff {ci.mean_diff:+.4g}, {pct} CI [{ci.low:+.4g}, {ci.high:+.4g}], {ci.n} queries)"
+    )
+    if regressed:
+        tail = f"regression beyond tolerance {fmt(tolerance)}"
+    elif (ci.mean_diff < -tolerance) if higher_is_better else (ci.mean_diff > tolerance):
+        tail = f"worse beyond tolerance {fmt(tolerance)} on average, but not significant"
+    else:
+        tail = f"no regression beyond tolerance {fmt(tolerance)}"
+    return RegressionVerdict(
+        trial_id=trial_id, metric=metric, n_queries=ci.n,
+        baseline_mean=float(b.mean()), current_mean=float(c.mean()), diff=ci.mean_diff,
+        ci_low=ci.low, ci_high=ci.high, confidence=confidence, tolerance=tolerance,
+        n_resamples=n_resamples, seed=seed, regressed=regressed, message=f"{head}: {tail}",
+    )
+
+
+def compare_to_baseline(
+    current: SweepResults,
+    baseline: SweepResults,
+    tolerance: float,
+    *,
+    baseline_path: str = "",
+    trial_ids: Sequence[str] | None = None,
+    metrics: Sequence[str] | None = None,
+    n_resamples: int = DEFAULT_RESAMPLES,
+    confidence: float = DEFAULT_CONFIDENCE,
+    seed: int = DEFAULT_SEED,
+) -> BaselineComparison:
+    """Compare trials of two sweeps on the same dataset, query by query (paired by query id).
+
+    Trials are matched by id. By default the current selected trial is compared when the baseline has it,
+    else every trial the two share; and every per-query metric both trials carry.
+    A different dataset fingerprint, or nothing in common to compare, is an InputError (field "baseline").
+    """
+    if current.dataset.fingerprint != baseline.dataset.fingerprint:
+        raise InputError(
+            f"baseline was computed on another dataset (fingerprint {baseline.dataset.fingerprint} "
+            f"vs {current.dataset.fingerprint})",
+            path=baseline_path or None,
+            field="baseline",
+        )
+    base_trials = {t.id: t for t in baseline.trials}
+    if trial_ids is None:
+        if current.selected is not None and current.selected in base_trials:
+            trial_ids = [current.selected]
+        else:
+            trial_ids = [t.id for t in current.trials if t.id in base_trials]
+    base_pos = {q: i for i, q in enumerate(baseline.query_ids)}
+    shared = [(i, base_pos[q]) for i, q in enumerate(current.query_ids) if q in base_pos]
+    verdicts: list[RegressionVerdict] = []
+    for tid in trial_ids:
+        if tid not in base_trials:
+            continue
+        cur, base = current.trial(tid), base_trials[tid]
+        names = metrics if metrics is not None else [m for m in cur.per_query if m in base.per_query]
+        for name in names:
+            if name not in cur.per_query or name not in base.per_query:
+                continue
+            c = [cur.per_query[name][i] for i, _ in shared]
+            b = [base.per_query[name][j] for _, j in shared]
+            try:
+                verdicts.append(
+                    regression(
+                        c, b, tolerance, metric=name, trial_id=tid,
+                        n_resamples=n_resamples, confidence=confidence, seed=seed,
+                    )
+                )
+            except ValueError:  # no query scored in both: nothing to compare for this metric
+                continue
+    if not verdicts:
+        raise InputError(
+            "nothing to compare: the baseline shares no trial id, per-query metric and query id with this sweep",
+            path=baseline_path or None,
+            field="baseline",
+        )
+    return BaselineComparison(
+        path=baseline_path, tolerance=tolerance, verdicts=verdicts, regressed=any(v.regressed for v in verdicts)
+    )
