@@ -1,0 +1,133 @@
+"""An extractive answer without an LLM: the sentences of the top passages that best match the question, cited.
+
+Deterministic and fast (no model, no clock): the default when no model is available, the fallback when the
+LLM generator fails or runs out of time (`Step(LlamaGenerator(...), fallback=ExtractiveGenerator())`), and
+a baseline in evaluation. Passages are numbered exactly as the LLM prompt numbers them (rank order), so
+`[n]` means the same passage for both generators.
+
+Sentence score: the summed IDF (over the candidate sentences) of the distinct question terms the sentence
+contains, plus half that for question terms found only in its passage's title (a sentence needs at least one
+match of its own), divided by 1 + 0.15 x (passage number - 1) so better-ranked passages win ties.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+from pydantic import Field
+
+from ragopt.config import StrictModel
+from ragopt.pipeline import RequestState
+from ragopt.stages.citations import parse_citations
+from ragopt.stages.prompt import number_passages
+from ragopt.types import Answer
+
+STOPWORDS = frozenset(
+    """a an the and or but if of to in on at by for with from as is are was were be been being am do does did
+    have has had it its this that these those there here what which who whom whose when where why how i you he
+    she we they me him her us them my your his our their not no yes so than then too very can could would should
+    will shall may might must about into over under between after before during up down out off again further
+    once all any both each few more most other some such only own same just also s t""".split()
+)
+
+_WORD = re.compile(r"[a-z0-9]+(?:'[a-z]+)?")
+_SENTENCE_END = re.compile(r"(?<=[.!?])[\"')\]]*\s+(?=[A-Z0-9\"'(\[])|\n+")
+
+NO_CONTEXT_TEXT = "No passages were retrieved, so there is nothing to answer from."
+
+
+def terms(text: str) -> list[str]:
+    out = []
+    for w in _WORD.findall(text.lower()):
+        w = w.removesuffix("'s")
+        if w in STOPWORDS or len(w) < 2:
+            continue
+        if len(w) > 4 and w.endswith("s") and not w.endswith("ss"):
+            w = w[:-1]  # crude plural folding: "rivers" ~ "river"
+        out.append(w)
+    return out
+
+
+def split_sentences(text: str) -> list[str]:
+    return [s.strip() for s in _SENTENCE_END.split(text) if s and s.strip()]
+
+
+class ExtractiveConfig(StrictModel):
+    max_passages: int = Field(5, gt=0, description="top passages to draw sentences from")
+    max_sentences: int = Field(2, gt=0)
+    max_chars: int = Field(600, gt=0, description="answer length cap")
+    min_words: int = Field(4, ge=1, description="shorter sentences (headings, fragments) are skipped when others exist")
+
+
+class ExtractiveGenerator:
+    name = "extractive"
+
+    def __init__(self, config: ExtractiveConfig | None = None, name: str = "extractive"):
+        self.config = config or ExtractiveConfig()
+        self.name = name
+
+    def run(self, state: RequestState) -> RequestState:
+        cfg = self.config
+        passages = number_passages(state.hits, limit=cfg.max_passages, max_chars=None)
+        state.usage.attrs["generator"] = "extractive"
+        if not passages:
+            state.answer = Answer(text=NO_CONTEXT_TEXT, finish_reason="no_context", generator="extractive")
+            if state.on_token is not None:
+                state.on_token(NO_CONTEXT_TEXT)
+            return state
+
+        candidates: list[tuple[int, int, str, set[str]]] = []  # (passage number, sentence index, text, terms)
+        title_terms: dict[int, set[str]] = {}
+        for p in passages:
+            title_terms[p.number] = set(terms(p.hit.chunk.title))
+            for i, sentence in enumerate(split_sentences(p.text)):
+                candidates.append((p.number, i, sentence, set(terms(sentence))))
+        q_terms = set(terms(state.query.text))
+        df: dict[str, int] = {}
+        for *_, ts in candidates:
+            for t in ts & q_terms:
+                df[t] = df.get(t, 0) + 1
+        n = len(candidates)
+
+        def idf(t: str) -> float:
+            return math.log(1 + n / df.get(t, 1))
+
+        def score(c: tuple[int, int, str, set[str]]) -> float:
+            matched = c[3] & q_terms
+            from_title = (title_terms[c[0]] & q_terms) - matched  # the title gives a sentence its context
+            content = sum(idf(t) for t in matched) + 0.5 * sum(idf(t) for t in from_title)
+            return content / (1 + 0.15 * (c[0] - 1)) if matched else 0.0
+
+        long_enough = [c for c in candidates if len(c[2].split()) >= cfg.min_words] or candidates
+        ranked = sorted(long_enough, key=lambda c: (-score(c), c[0], c[1]))
+        chosen = [c for c in ranked if score(c) > 0][: cfg.max_sentences]
+        overlap = bool(chosen)
+        if not chosen:  # nothing matches: the retriever's best guess, its first sentence
+            chosen = [min(long_enough, key=lambda c: (c[0], c[1]))]
+
+        pieces: list[str] = []
+        used = 0
+        for number, _, sentence, _ in chosen:
+            room = cfg.max_chars - used
+            if pieces and room < 40:
+                break
+            if len(sentence) > room:
+                sentence = sentence[: max(room - 4, 20)].rsplit(" ", 1)[0] + " ..."
+            piece = f"{sentence} [{number}]"
+            pieces.append(piece)
+            used += len(piece) + 1
+            if state.on_token is not None:
+                state.on_token(piece if len(pieces) == 1 else " " + piece)
+        text = " ".join(pieces)
+        numbered = {p.number: p.hit.chunk for p in passages}
+        state.answer = Answer(text=text, citations=parse_citations(text, numbered), generator="extractive")
+        state.usage.attrs.update(
+            {
+                "candidate_sentences": n,
+                "selected_sentences": len(pieces),
+                "question_overlap": overlap,
+                "passages_considered": [p.chunk_id for p in passages],
+            }
+        )
+        return state

@@ -1,0 +1,278 @@
+"""Prompt layout for KV prefix reuse, and the token budget that fits a request into the context window.
+
+Layout, stable first so consecutive requests share the longest token prefix (llama-cpp-python reuses the
+longest common prefix of its previous call):
+
+    system message   system prompt, instructions, citation rules       same for every request
+                     [tenant instructions]                              same for every request of a tenant
+    user message     numbered passages [1]..[k], best-ranked first     vary per request
+                     conversation so far (summary / oldest..newest turns)
+                     the question
+
+The chat template comes from the model (the generator renders the messages with it); here the layout is
+model-agnostic: a `Renderer` turns messages into tokens, and `fit_prompt` keeps the prompt within
+`budget_tokens` by dropping the lowest-ranked passages first, then the oldest history turns, then (as a last
+resort) cutting the question's tail. It never returns a prompt over budget and never crashes on a long one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable, Protocol, Sequence
+
+from pydantic import Field
+
+from ragopt.config import StrictModel
+from ragopt.errors import InputError
+from ragopt.types import Hit, Query, Turn
+
+DEFAULT_SYSTEM = "You are a careful assistant that answers questions from the numbered passages it is given."
+
+DEFAULT_INSTRUCTIONS = (
+    "Answer the question using only the passages. Be brief: one to three sentences.\n"
+    "Cite the passages you used with their numbers in square brackets, like [1] or [2][3], "
+    "right after the statement they support. Cite only passage numbers that appear below.\n"
+    "If the passages do not contain the answer, say that you cannot answer from the sources."
+)
+
+NO_PASSAGES_NOTE = "(No passages were provided. Answer briefly from general knowledge, say that no sources were given, and do not cite.)"
+
+
+class PromptConfig(StrictModel):
+    system: str = DEFAULT_SYSTEM
+    instructions: str = Field(DEFAULT_INSTRUCTIONS, description="task and citation rules; part of the stable prefix")
+    tenant_instructions: dict[str, str] = Field(
+        default_factory=dict,
+        description="extra system text per tenant; private to it (a cached prefix holding it is never reused for another tenant)",
+    )
+    max_passages: int = Field(8, ge=0, description="passages offered to the model before the token budget applies")
+    max_passage_chars: int | None = Field(1500, gt=0, description="longer passages are cut at a word boundary")
+    max_history_turns: int = Field(6, ge=0, description="most recent turns kept before the token budget applies")
+    version: str = Field("v1", description="bump when the layout changes: it is part of cache keys")
+
+    @property
+    def prompt_version(self) -> str:
+        return f"{self.version}-{self.fingerprint()}"
+
+
+@dataclass(frozen=True)
+class Passage:
+    number: int  # the [n] the model cites
+    hit: Hit
+    text: str  # possibly cut to max_passage_chars
+
+    @property
+    def chunk_id(self) -> str:
+        return self.hit.chunk.id
+
+
+def number_passages(hits: Sequence[Hit], limit: int | None = None, max_chars: int | None = None) -> list[Passage]:
+    """Passages in a deterministic order (rank, then chunk id), numbered from 1; duplicates of a chunk are dropped."""
+    seen: set[str] = set()
+    ordered = []
+    for hit in sorted(hits, key=lambda h: (h.rank, -h.score, h.chunk.id)):
+        if hit.chunk.id in seen:
+            continue
+        seen.add(hit.chunk.id)
+        ordered.append(hit)
+    if limit is not None:
+        ordered = ordered[:limit]
+    return [Passage(number=i, hit=h, text=_cut(h.chunk.text, max_chars)) for i, h in enumerate(ordered, start=1)]
+
+
+def _cut(text: str, max_chars: int | None) -> str:
+    text = " ".join(text.split())
+    if max_chars is None or len(text) <= max_chars:
+        return text
+    cut = text[:max_chars]
+    space = cut.rfind(" ")
+    if space > max_chars // 2:
+        cut = cut[:space]
+    return cut + " ..."
+
+
+def format_passage(p: Passage) -> str:
+    title = p.hit.chunk.title.strip()
+    return f"[{p.number}] {title}\n{p.text}" if title else f"[{p.number}] {p.text}"
+
+
+@dataclass
+class PromptParts:
+    """What goes into one prompt; `fit_prompt` removes passages and turns from it to meet the budget."""
+
+    public_system: str  # identical for every tenant
+    tenant_system: str  # private to `owner`
+    passages: list[Passage]
+    history: list[Turn]
+    question: str
+
+    @property
+    def system(self) -> str:
+        return f"{self.public_system}\n\n{self.tenant_system}" if self.tenant_system else self.public_system
+
+    def user_message(self) -> str:
+        blocks = []
+        if self.passages:
+            blocks.append("Passages:\n\n" + "\n\n".join(format_passage(p) for p in self.passages))
+        else:
+            blocks.append(NO_PASSAGES_NOTE)
+        if self.history:
+            lines = []
+            for t in self.history:
+                label = {"user": "User", "assistant": "Assistant", "system": "Summary"}[t.role]
+                lines.append(f"{label}: {' '.join(t.content.split())}")
+            blocks.append("Conversation so far:\n" + "\n".join(lines))
+        blocks.append(f"Question: {self.question.strip()}")
+        return "\n\n".join(blocks)
+
+    def messages(self) -> list[dict[str, str]]:
+        return [{"role": "system", "content": self.system}, {"role": "user", "content": self.user_message()}]
+
+
+def prompt_parts(query: Query, hits: Sequence[Hit], config: PromptConfig) -> PromptParts:
+    public = f"{config.system.strip()}\n\n{config.instructions.strip()}".strip()
+    tenant_text = config.tenant_instructions.get(query.tenant or "", "").strip() if query.tenant else ""
+    history = list(query.history)
+    if config.max_history_turns == 0:
+        history = []
+    elif len(history) > config.max_history_turns:
+        history = history[-config.max_history_turns :]
+    return PromptParts(
+        public_system=public,
+        tenant_system=tenant_text,
+        passages=number_passages(hits, limit=config.max_passages, max_chars=config.max_passage_chars),
+        history=history,
+        question=query.text,
+    )
+
+
+class Renderer(Protocol):
+    """Turns chat messages into the exact text and tokens the model sees (the GGUF chat template)."""
+
+    def render(self, messages: list[dict[str, str]]) -> str: ...
+
+    def tokenize(self, text: str) -> list[int]: ...
+
+
+class WordRenderer:
+    """A model-free renderer for tests and estimates: role headers, one token per whitespace-separated word."""
+
+    def render(self, messages: list[dict[str, str]]) -> str:
+        return "".join(f"<{m['role']}>\n{m['content']}\n" for m in messages) + "<assistant>\n"
+
+    def tokenize(self, text: str) -> list[int]:
+        return [hash(w) & 0x7FFFFFFF for w in text.split()]
+
+
+@dataclass
+class FittedPrompt:
+    messages: list[dict[str, str]]
+    text: str
+    tokens: list[int]
+    parts: PromptParts
+    budget_tokens: int
+    dropped_passages: list[str] = field(default_factory=list)  # chunk ids, lowest-ranked first removed
+    trimmed_history_turns: int = 0  # by the token budget (config's max_history_turns is applied before)
+    question_truncated: bool = False
+    stable_prefix_tokens: int = 0  # tokens up to the end of the system message (public + tenant)
+    public_prefix_tokens: int = 0  # tokens that hold no tenant data (shareable across tenants)
+
+    @property
+    def passages(self) -> list[Passage]:
+        return self.parts.passages
+
+    @property
+    def n_tokens(self) -> int:
+        return len(self.tokens)
+
+
+def _common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
+    n = 0
+    for x, y in zip(a, b):
+        if x != y:
+            break
+        n += 1
+    return n
+
+
+def _prefix_tokens(text: str, tokens: list[int], end_char: int, tokenize: Callable[[str], list[int]]) -> int:
+    """How many of `tokens` (the whole prompt) encode exactly `text[:end_char]`; merges across the cut shorten it."""
+    if end_char <= 0:
+        return 0
+    return _common_prefix(tokenize(text[:end_char]), tokens)
+
+
+def fit_prompt(parts: PromptParts, renderer: Renderer, budget_tokens: int) -> FittedPrompt:
+    """The largest prompt within `budget_tokens`: drop lowest-ranked passages, then oldest turns, then cut the question."""
+    if budget_tokens <= 0:
+        raise InputError(f"no room for a prompt: the token budget is {budget_tokens} (context minus max_tokens)")
+    all_passages = list(parts.passages)
+    all_history = list(parts.history)
+
+    def build(n_passages: int, n_dropped_turns: int, question: str | None = None) -> tuple[PromptParts, str, list[int]]:
+        p = PromptParts(
+            public_system=parts.public_system,
+            tenant_system=parts.tenant_system,
+            passages=all_passages[:n_passages],
+            history=all_history[n_dropped_turns:],
+            question=parts.question if question is None else question,
+        )
+        text = renderer.render(p.messages())
+        return p, text, renderer.tokenize(text)
+
+    def largest(lo: int, hi: int, fits: Callable[[int], bool]) -> int | None:
+        """Largest x in [lo, hi] with fits(x), for fits true up to some x and false beyond; None if fits(lo) fails."""
+        if not fits(lo):
+            return None
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            if fits(mid):
+                lo = mid
+            else:
+                hi = mid - 1
+        return lo
+
+    n_pass, n_drop_turns, question_truncated, question = len(all_passages), 0, False, parts.question
+    p, text, tokens = build(n_pass, 0)
+    if len(tokens) > budget_tokens:
+        # 1. drop the lowest-ranked passages
+        k = largest(0, len(all_passages), lambda k: len(build(k, 0)[2]) <= budget_tokens)
+        if k is not None:
+            n_pass = k
+        else:
+            n_pass = 0
+            # 2. trim the oldest history turns
+            keep = largest(0, len(all_history), lambda keep: len(build(0, len(all_history) - keep)[2]) <= budget_tokens)
+            if keep is not None:
+                n_drop_turns = len(all_history) - keep
+            else:
+                n_drop_turns = len(all_history)
+                # 3. cut the question's tail (binary search on characters)
+                q = parts.question
+                n_chars = largest(0, len(q), lambda n: len(build(0, n_drop_turns, q[:n])[2]) <= budget_tokens)
+                if n_chars is None:
+                    raise InputError(
+                        f"the system prompt and instructions alone exceed the token budget ({budget_tokens} tokens); "
+                        "raise n_ctx, lower max_tokens or shorten the instructions"
+                    )
+                question = q[:n_chars]
+                question_truncated = True
+        p, text, tokens = build(n_pass, n_drop_turns, question if question_truncated else None)
+
+    system_at = text.find(p.system)
+    stable = public = 0
+    if system_at >= 0:
+        stable = _prefix_tokens(text, tokens, system_at + len(p.system), renderer.tokenize)
+        public = _prefix_tokens(text, tokens, system_at + len(p.public_system), renderer.tokenize)
+    return FittedPrompt(
+        messages=p.messages(),
+        text=text,
+        tokens=tokens,
+        parts=p,
+        budget_tokens=budget_tokens,
+        dropped_passages=[x.chunk_id for x in all_passages[n_pass:]],
+        trimmed_history_turns=n_drop_turns,
+        question_truncated=question_truncated,
+        stable_prefix_tokens=stable,
+        public_prefix_tokens=min(public, stable) if p.tenant_system else stable,
+    )

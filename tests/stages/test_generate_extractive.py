@@ -1,0 +1,86 @@
+from __future__ import annotations
+
+from ragopt.pipeline import Pipeline, RequestState, Step
+from ragopt.stages.generate_extractive import NO_CONTEXT_TEXT, ExtractiveConfig, ExtractiveGenerator, split_sentences
+from ragopt.types import Chunk, Hit, Query
+
+DOCS = [
+    ("Germany", "Berlin is the capital of Germany. The city has about 3.7 million inhabitants. It lies on the Spree."),
+    ("France", "France is a country in Western Europe. Its capital is Paris, which lies on the river Seine. Paris hosts the Louvre."),
+    ("Rivers", "The Seine flows through Paris into the English Channel. It is 777 km long."),
+]
+
+
+def hits() -> list[Hit]:
+    out = []
+    for i, (title, text) in enumerate(DOCS):
+        c = Chunk(id=f"c{i}", doc_id=f"doc-{title.lower()}", start=0, end=len(text), text=text, title=title)
+        out.append(Hit(chunk=c, score=1.0 - i / 10, rank=i + 1, retriever="test"))
+    return out
+
+
+class FixedHits:
+    name = "retrieve"
+
+    def run(self, state: RequestState) -> RequestState:
+        state.hits = hits()
+        return state
+
+
+def run(question: str, **kw) -> RequestState:
+    state = RequestState(query=Query(text=question), hits=hits(), **kw)
+    return ExtractiveGenerator().run(state)
+
+
+def test_picks_the_best_matching_sentence_and_cites_it():
+    state = run("What is the capital of France?")
+    answer = state.answer
+    assert answer.text.startswith("Its capital is Paris, which lies on the river Seine. [2]")
+    assert answer.citations[0].marker == 2 and answer.citations[0].doc_id == "doc-france"
+    assert all(c.valid for c in answer.citations)
+    assert answer.generator == "extractive" and not answer.incomplete
+
+
+def test_deterministic():
+    assert run("How long is the Seine river?").answer == run("How long is the Seine river?").answer
+
+
+def test_streams_its_pieces():
+    pieces: list[str] = []
+    state = run("Which river flows through Paris?", on_token=pieces.append)
+    assert pieces and "".join(pieces) == state.answer.text
+
+
+def test_no_overlap_falls_back_to_the_top_passage():
+    state = run("zzz qqq")
+    assert state.answer.text.endswith("[1]") and state.usage.attrs["question_overlap"] is False
+
+
+def test_no_hits():
+    state = ExtractiveGenerator().run(RequestState(query=Query(text="anything")))
+    assert state.answer.text == NO_CONTEXT_TEXT and state.answer.finish_reason == "no_context"
+
+
+def test_length_caps():
+    gen = ExtractiveGenerator(ExtractiveConfig(max_sentences=1, max_chars=60))
+    state = gen.run(RequestState(query=Query(text="Paris capital Seine river Louvre"), hits=hits()))
+    assert len(state.answer.text) <= 60 + 6 and state.answer.text.count("[") == 1
+
+
+def test_sentence_split():
+    assert split_sentences("One. Two? Three!\nFour 3.7 million.") == ["One.", "Two?", "Three!", "Four 3.7 million."]
+
+
+class Failing:
+    name = "generate"
+
+    def run(self, state: RequestState) -> RequestState:
+        raise RuntimeError("model crashed")
+
+
+def test_is_the_pipeline_fallback_when_generation_fails():
+    result = Pipeline([FixedHits(), Step(Failing(), fallback=ExtractiveGenerator())]).run("What is the capital of Germany?")
+    assert result.answer.generator == "extractive"
+    assert "Berlin is the capital of Germany. [1]" in result.answer.text
+    assert result.trace.degraded == ["generate: RuntimeError: model crashed -> extractive"]
+    assert result.trace.span("generate.fallback") is not None

@@ -1,0 +1,155 @@
+"""Prompt layout (stable first) and the token budget (drop passages, then history, never over budget)."""
+
+from __future__ import annotations
+
+import random
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from fixtures.tiny_gguf import tiny_gguf  # noqa: E402,F401
+
+from ragopt.errors import InputError  # noqa: E402
+from ragopt.stages.prompt import (  # noqa: E402
+    NO_PASSAGES_NOTE,
+    PromptConfig,
+    WordRenderer,
+    fit_prompt,
+    number_passages,
+    prompt_parts,
+)
+from ragopt.types import Chunk, Hit, Query, Turn  # noqa: E402
+
+
+def make_hits(n: int, words: int = 20, prefix: str = "c") -> list[Hit]:
+    hits = []
+    for i in range(n):
+        text = " ".join(f"w{i}_{j}" for j in range(words)) + "."
+        chunk = Chunk(id=f"{prefix}{i}", doc_id=f"d{i}", start=0, end=len(text), text=text, title=f"T{i}")
+        hits.append(Hit(chunk=chunk, score=1.0 / (i + 1), rank=i + 1, retriever="test"))
+    return hits
+
+
+def test_layout_stable_first_and_numbered_in_rank_order():
+    hits = make_hits(3)
+    q = Query(text="what is w1_3?", history=[Turn(role="user", content="hi"), Turn(role="assistant", content="hello")])
+    fitted = fit_prompt(prompt_parts(q, hits, PromptConfig()), WordRenderer(), 10_000)
+    text = fitted.text
+    sys_at, p1, p2, p3 = text.index("<system>"), text.index("[1] T0"), text.index("[2] T1"), text.index("[3] T2")
+    hist, question = text.index("Conversation so far:"), text.index("Question: what is w1_3?")
+    assert sys_at < p1 < p2 < p3 < hist < question
+    assert "Cite the passages" in text[:p1]
+    assert [p.chunk_id for p in fitted.passages] == ["c0", "c1", "c2"]
+    assert fitted.dropped_passages == [] and fitted.trimmed_history_turns == 0
+
+
+def test_order_is_deterministic_whatever_the_input_order():
+    hits = make_hits(6)
+    shuffled = hits[:]
+    random.Random(3).shuffle(shuffled)
+    cfg = PromptConfig()
+    a = fit_prompt(prompt_parts(Query(text="q"), hits, cfg), WordRenderer(), 10_000)
+    b = fit_prompt(prompt_parts(Query(text="q"), shuffled, cfg), WordRenderer(), 10_000)
+    assert a.text == b.text
+    assert [p.number for p in number_passages(shuffled)] == [1, 2, 3, 4, 5, 6]
+
+
+def test_consecutive_requests_share_the_stable_prefix():
+    r = WordRenderer()
+    a = fit_prompt(prompt_parts(Query(text="first question"), make_hits(3, prefix="a"), PromptConfig()), r, 10_000)
+    b = fit_prompt(prompt_parts(Query(text="second question"), make_hits(3, prefix="b"), PromptConfig()), r, 10_000)
+    common = 0
+    for x, y in zip(a.tokens, b.tokens):
+        if x != y:
+            break
+        common += 1
+    assert a.stable_prefix_tokens > 20
+    assert common >= a.stable_prefix_tokens == b.stable_prefix_tokens
+
+
+def test_budget_drops_lowest_ranked_passages_first():
+    hits = make_hits(10, words=50)
+    parts = prompt_parts(Query(text="q"), hits, PromptConfig(max_passages=10))
+    full = fit_prompt(parts, WordRenderer(), 100_000)
+    budget = full.n_tokens - 120  # about three passages too many
+    fitted = fit_prompt(parts, WordRenderer(), budget)
+    assert fitted.n_tokens <= budget
+    kept = [p.chunk_id for p in fitted.passages]
+    assert kept == [f"c{i}" for i in range(len(kept))]  # a prefix of the ranking
+    assert fitted.dropped_passages == [f"c{i}" for i in range(len(kept), 10)]
+    assert 0 < len(fitted.dropped_passages) <= 4
+    # the largest prompt that fits: one more passage would not
+    plus_one = fit_prompt(prompt_parts(Query(text="q"), hits[: len(kept) + 1], PromptConfig(max_passages=10)), WordRenderer(), 100_000)
+    assert plus_one.n_tokens > budget
+
+
+def test_budget_trims_oldest_history_only_after_all_passages():
+    hits = make_hits(4, words=30)
+    history = [Turn(role="user" if i % 2 == 0 else "assistant", content=" ".join(f"t{i}x{j}" for j in range(30))) for i in range(6)]
+    q = Query(text="final question", history=history)
+    parts = prompt_parts(q, hits, PromptConfig(max_history_turns=6))
+    no_passages = fit_prompt(prompt_parts(q, [], PromptConfig(max_history_turns=6)), WordRenderer(), 100_000)
+    budget = no_passages.n_tokens - 40  # even without passages, about two turns too many
+    fitted = fit_prompt(parts, WordRenderer(), budget)
+    assert fitted.n_tokens <= budget
+    assert fitted.passages == [] and fitted.dropped_passages == ["c0", "c1", "c2", "c3"]
+    assert 1 <= fitted.trimmed_history_turns <= 3
+    assert "t0x0" not in fitted.text and "t5x0" in fitted.text  # oldest gone, newest kept
+    assert NO_PASSAGES_NOTE in fitted.text and "Question: final question" in fitted.text
+
+
+def test_config_caps_history_turns():
+    history = [Turn(role="user", content=f"turn{i}") for i in range(10)]
+    parts = prompt_parts(Query(text="q", history=history), [], PromptConfig(max_history_turns=2))
+    assert [t.content for t in parts.history] == ["turn8", "turn9"]
+
+
+def test_giant_question_is_cut_never_crashes():
+    q = Query(text=" ".join(f"word{i}" for i in range(5000)))
+    fitted = fit_prompt(prompt_parts(q, make_hits(5), PromptConfig()), WordRenderer(), 300)
+    assert fitted.n_tokens <= 300 and fitted.question_truncated
+    assert "word0 " in fitted.text and "word4999" not in fitted.text
+
+
+def test_budget_smaller_than_instructions_is_a_clear_error():
+    with pytest.raises(InputError, match="system prompt and instructions alone"):
+        fit_prompt(prompt_parts(Query(text="q"), [], PromptConfig()), WordRenderer(), 10)
+    with pytest.raises(InputError, match="no room"):
+        fit_prompt(prompt_parts(Query(text="q"), [], PromptConfig()), WordRenderer(), 0)
+
+
+def test_tenant_text_is_stable_but_not_public():
+    cfg = PromptConfig(tenant_instructions={"acme": "Acme's internal codename for the product is BLUEBIRD."})
+    acme = fit_prompt(prompt_parts(Query(text="q", tenant="acme"), make_hits(2), cfg), WordRenderer(), 10_000)
+    other = fit_prompt(prompt_parts(Query(text="q", tenant="globex"), make_hits(2), cfg), WordRenderer(), 10_000)
+    assert "BLUEBIRD" in acme.text and "BLUEBIRD" not in other.text
+    assert acme.public_prefix_tokens < acme.stable_prefix_tokens
+    assert other.public_prefix_tokens == other.stable_prefix_tokens
+    assert acme.tokens[: acme.public_prefix_tokens] == other.tokens[: acme.public_prefix_tokens]
+
+
+def test_passages_are_cut_to_max_chars():
+    hits = make_hits(1, words=500)
+    (p,) = number_passages(hits, max_chars=100)
+    assert len(p.text) <= 104 and p.text.endswith("...")
+
+
+def test_real_tokenizer_fits_a_prompt_longer_than_the_context(tiny_gguf):
+    llama_cpp = pytest.importorskip("llama_cpp")
+    from ragopt.stages.generate_llama import LlamaRenderer
+
+    llm = llama_cpp.Llama(str(tiny_gguf), n_ctx=512, n_threads=1, verbose=False)
+    try:
+        renderer = LlamaRenderer(llm)
+        parts = prompt_parts(Query(text="what is the capital of France?"), make_hits(30, words=40), PromptConfig(max_passages=30))
+        full = fit_prompt(parts, renderer, 100_000)
+        assert full.n_tokens > 512
+        fitted = fit_prompt(parts, renderer, 512 - 64)
+        assert fitted.n_tokens <= 448 and fitted.dropped_passages
+        assert fitted.text.startswith("<|im_start|>system\n") and fitted.text.endswith("<|im_start|>assistant\n")
+        assert fitted.tokens == renderer.tokenize(fitted.text)
+        assert 0 < fitted.stable_prefix_tokens < fitted.n_tokens
+    finally:
+        llm.close()
