@@ -20,3 +20,10 @@ class InputError(ValueError):
         if self.field:
             where += f" [{self.field}]" if where else f"[{self.field}]"
         return f"{where}: {self.message}" if where else self.message
+
+
+class TenantRequired(InputError):
+    """A query without a tenant against an index that holds tenant data: an error, never "everything"."""
+
+    def __init__(self) -> None:
+        super().__init__("this index holds tenant data: the query must name its tenant", field="tenant")

@@ -24,6 +24,7 @@ class RequestState:
     """Everything one request carries down the chain. Stages read and replace fields; nothing flows back up."""
 
     query: Query
+    query_vector: Any = None  # set by the embedding stage, read by vector search
     candidates: dict[str, list[Hit]] = field(default_factory=dict)  # per retriever, before fusion
     hits: list[Hit] = field(default_factory=list)  # the current ranking handed to the next stage
     prompt: str | None = None

@@ -93,10 +93,11 @@ class Query(BaseModel):
     _norm_scopes = field_validator("scopes", mode="before")(_as_sorted_tuple)
 
 
-def visible_to(chunk: Chunk | Document, query: Query) -> bool:
-    """The one permission rule: same tenant (or shared), and a scope in common (or unscoped)."""
-    tenant_ok = chunk.tenant is None or chunk.tenant == query.tenant
-    scope_ok = not chunk.scopes or bool(set(chunk.scopes) & set(query.scopes))
+def visible_to(tenant: str | None, scopes: tuple[str, ...], query: Query) -> bool:
+    """The one permission rule for data owned by (tenant, scopes): the query's tenant (or shared data),
+    and a scope in common with the query (or unscoped data)."""
+    tenant_ok = tenant is None or tenant == query.tenant
+    scope_ok = not scopes or bool(set(scopes) & set(query.scopes))
     return tenant_ok and scope_ok
 
 

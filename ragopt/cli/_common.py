@@ -1,0 +1,75 @@
+"""Argument groups and loading steps shared by several subcommands."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from ragopt.config import BM25Config, ChunkerConfig, EmbedderConfig, FusionConfig, RetrievalConfig
+from ragopt.errors import InputError
+
+
+def add_dataset_args(p: argparse.ArgumentParser, required: bool = True) -> None:
+    p.add_argument("--dataset", required=required, help="a BEIR folder or a ragopt evaluation folder/file")
+    p.add_argument("--split", default="test", help="qrels split of a BEIR folder (default: test)")
+
+
+def add_chunking_args(p: argparse.ArgumentParser) -> None:
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("--chunk-size", type=int, help="max tokens per chunk (default: whole documents)")
+    g.add_argument("--whole-docs", action="store_true", help="one chunk per document (title + text); the default")
+    p.add_argument("--chunk-overlap", type=int, default=0, help="tokens shared by neighbouring chunks")
+    p.add_argument("--embedder", default=None, help="embedding model: a local path or hub name (default: all-MiniLM-L6-v2 from PyPI)")
+
+
+def add_retriever_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--retriever", choices=["dense", "bm25", "hybrid"], default="hybrid")
+    p.add_argument("--fusion", choices=["rrf", "convex"], default="rrf")
+    p.add_argument("--alpha", type=float, default=0.5, help="convex fusion: weight of the dense score")
+    p.add_argument("--bm25-backend", choices=["bm25s", "rank_bm25"], default="bm25s")
+
+
+def chunker_config(args: argparse.Namespace) -> ChunkerConfig:
+    if args.chunk_size is None:
+        return ChunkerConfig(mode="whole")
+    try:
+        return ChunkerConfig(mode="tokens", size=args.chunk_size, overlap=args.chunk_overlap)
+    except ValueError as exc:
+        raise InputError(str(exc).splitlines()[-1], field="--chunk-overlap") from None
+
+
+def embedder_config(args: argparse.Namespace) -> EmbedderConfig:
+    return EmbedderConfig(model=args.embedder) if args.embedder else EmbedderConfig()
+
+
+def retrieval_config(args: argparse.Namespace, top_k: int = 10) -> RetrievalConfig:
+    return RetrievalConfig(
+        retriever=args.retriever,
+        top_k=top_k,
+        fusion=FusionConfig(method=args.fusion, alpha=args.alpha),
+        bm25=BM25Config(backend=args.bm25_backend),
+    )
+
+
+def workspace(args: argparse.Namespace) -> Path:
+    from ragopt.workspace import workspace_dir
+
+    return workspace_dir(args.workspace)
+
+
+def build(args: argparse.Namespace, evalset, progress: bool = True):  # type: ignore[no-untyped-def]
+    """Build or reuse the index for the dataset and chunking flags; say what happened on stderr."""
+    from ragopt.index import build_index, make_embedder
+
+    ws = workspace(args)
+    embedder = make_embedder(ws, embedder_config(args))
+    report = build_index(evalset.documents, chunker_config(args), embedder, ws, progress=progress)
+    m = report.index.manifest
+    state = "reused existing index" if report.reused else f"built index ({report.seconds:.1f} s)"
+    print(
+        f"{state} {m.id}: {m.n_documents} documents, {m.n_chunks} chunks ({m.chunker.label}); "
+        f"embedded {report.embedded} texts, {report.cache_hits} from cache",
+        file=sys.stderr,
+    )
+    return report, embedder

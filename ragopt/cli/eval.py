@@ -1,0 +1,68 @@
+"""`ragopt eval`: retrieval quality and latency of one configuration on an evaluation set."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from ragopt.cli import _common
+
+METRICS = ["ndcg@10", "recall@10", "recall@100", "mrr@10"]
+DOCS_PER_QUERY = 100
+
+
+def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    p = subparsers.add_parser("eval", help="nDCG@10, Recall@10/100, MRR@10 and latency of one retriever")
+    _common.add_dataset_args(p)
+    _common.add_chunking_args(p)
+    _common.add_retriever_args(p)
+    p.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
+    p.add_argument("--save-run", metavar="FILE", help="write the ranking in TREC run format (100 docs per query)")
+    p.add_argument("--traces", metavar="FILE", help="write every query's trace as JSON lines")
+    return p
+
+
+def run(args: argparse.Namespace) -> int:
+    from ragopt.data import load_evalset
+    from ragopt.eval.metrics import evaluate_run, mean
+    from ragopt.eval.runner import chunk_depth, run_queries, write_trec_run
+    from ragopt.trace import summarize, write_jsonl
+
+    evalset = load_evalset(args.dataset, split=args.split)
+    report, embedder = _common.build(args, evalset, progress=not args.json)
+    config = _common.retrieval_config(args)
+    depth = chunk_depth(report.index, DOCS_PER_QUERY)
+    runs = run_queries(evalset, report.index, embedder, config, depth, progress=sys.stderr.isatty())
+    doc_run = {r.query_id: [d for d, _ in r.doc_scores(DOCS_PER_QUERY)] for r in runs}
+    qrels = {q.query.id: q.relevance for q in evalset.queries}
+    per_query = evaluate_run(doc_run, qrels, METRICS, query_ids=[q.query.id for q in evalset.queries])
+    metrics = {name: mean(values) for name, values in per_query.items()}
+    summary = summarize(r.trace for r in runs)
+    tag = f"ragopt-{config.retriever}" + (f"-{config.fusion.method}" if config.retriever == "hybrid" else "")
+    if args.save_run:
+        write_trec_run(runs, args.save_run, tag, DOCS_PER_QUERY)
+    if args.traces:
+        write_jsonl((r.trace for r in runs), args.traces)
+    out = {
+        "dataset": evalset.name,
+        "retriever": config.retriever,
+        "fusion": config.fusion.method if config.retriever == "hybrid" else None,
+        "chunker": report.index.manifest.chunker.label,
+        "index": report.index.manifest.id,
+        "n_queries": len(runs),
+        "metrics": metrics,
+        "latency_ms": {k: summary["total"][k] for k in ("p50", "p95", "p99")},
+        "stages_ms": {name: {k: s[k] for k in ("p50", "p95", "p99")} for name, s in summary.items() if name != "total"},
+    }
+    if args.json:
+        print(json.dumps(out))
+        return 0
+    print(f"{evalset.name}  retriever={tag}  chunks={out['chunker']}  queries={len(runs)}")
+    print("  " + "  ".join(f"{m:>10}" for m in METRICS))
+    print("  " + "  ".join(f"{metrics[m]:>10.4f}" for m in METRICS))
+    lat = out["latency_ms"]
+    print(f"  latency per query: p50 {lat['p50']:.2f} ms  p95 {lat['p95']:.2f} ms  p99 {lat['p99']:.2f} ms")
+    for name, s in out["stages_ms"].items():
+        print(f"    {name:<8} p50 {s['p50']:.2f} ms  p95 {s['p95']:.2f} ms  p99 {s['p99']:.2f} ms")
+    return 0

@@ -1,0 +1,23 @@
+"""`ragopt index`: build (or reuse) the index of a dataset's corpus."""
+
+from __future__ import annotations
+
+import argparse
+
+from ragopt.cli import _common
+
+
+def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    p = subparsers.add_parser("index", help="chunk, embed and index a corpus (a no-op when it exists)")
+    _common.add_dataset_args(p)
+    _common.add_chunking_args(p)
+    return p
+
+
+def run(args: argparse.Namespace) -> int:
+    from ragopt.data import load_evalset
+
+    evalset = load_evalset(args.dataset, split=args.split)
+    report, _ = _common.build(args, evalset)
+    print(f"index {report.index.manifest.id} at {report.index.path}  time {report.seconds:.2f} s  embedded {report.embedded}")
+    return 0

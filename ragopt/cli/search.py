@@ -1,0 +1,40 @@
+"""`ragopt search`: one query against a dataset's index, with the trace of every stage."""
+
+from __future__ import annotations
+
+import argparse
+
+from ragopt.cli import _common
+
+
+def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    p = subparsers.add_parser("search", help="run one query and show hits and per-stage timings")
+    _common.add_dataset_args(p)
+    _common.add_chunking_args(p)
+    _common.add_retriever_args(p)
+    p.add_argument("--top-k", type=int, default=10)
+    p.add_argument("--tenant", default=None)
+    p.add_argument("--scope", action="append", default=[], help="a permission scope of the asker (repeatable)")
+    p.add_argument("query")
+    return p
+
+
+def run(args: argparse.Namespace) -> int:
+    from ragopt.data import load_evalset
+    from ragopt.pipeline import Pipeline
+    from ragopt.retrieval import retrieval_stages
+    from ragopt.types import Query
+
+    evalset = load_evalset(args.dataset, split=args.split)
+    report, embedder = _common.build(args, evalset)
+    stages = retrieval_stages(report.index, embedder, _common.retrieval_config(args, args.top_k))
+    result = Pipeline(stages).run(Query(text=args.query, tenant=args.tenant, scopes=args.scope))
+    for h in result.hits:
+        snippet = " ".join(h.chunk.text.split())[:100]
+        print(f"{h.rank:>3}  {h.score:8.4f}  {h.chunk.doc_id:<24} [{h.chunk.start}:{h.chunk.end}]  {snippet}")
+    print()
+    for s in result.trace.spans:
+        hits = f"  cache {s.usage.cache_hits}/{s.usage.cache_hits + s.usage.cache_misses}" if s.usage.cache_hits + s.usage.cache_misses else ""
+        print(f"  {s.name:<8} {s.ms:8.2f} ms  in {s.items_in:>4}  out {s.items_out:>4}{hits}")
+    print(f"  {'total':<8} {result.trace.total_ms:8.2f} ms")
+    return 0

@@ -1,0 +1,56 @@
+"""Runs one retrieval configuration over an evaluation set: rankings, traces and document-level runs."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+from ragopt.config import RetrievalConfig
+from ragopt.data import EvalSet
+from ragopt.index import Index
+from ragopt.pipeline import Pipeline
+from ragopt.retrieval import retrieval_stages
+from ragopt.stages.embedding import Embedder
+from ragopt.trace import Trace
+from ragopt.types import Hit
+
+
+@dataclass
+class QueryRun:
+    query_id: str
+    hits: list[Hit]  # chunk ranking, best first
+    trace: Trace
+
+    def doc_scores(self, limit: int | None = None) -> list[tuple[str, float]]:
+        """Documents ranked by their best chunk (hits are sorted, so the first chunk of a doc is its best)."""
+        seen: dict[str, float] = {}
+        for h in self.hits:
+            seen.setdefault(h.chunk.doc_id, h.score)
+        return list(seen.items())[:limit]
+
+
+def chunk_depth(index: Index, docs_wanted: int) -> int:
+    """How many chunks to retrieve so that about `docs_wanted` distinct documents come back."""
+    per_doc = math.ceil(index.manifest.n_chunks / max(index.manifest.n_documents, 1))
+    return min(index.manifest.n_chunks, docs_wanted * (1 if per_doc == 1 else 2 * per_doc))
+
+
+def run_queries(
+    evalset: EvalSet, index: Index, embedder: Embedder, config: RetrievalConfig, k: int, *, progress: bool = True
+) -> list[QueryRun]:
+    """Every query through the retrieval pipeline at depth `k` chunks; one trace per query."""
+    stages = retrieval_stages(index, embedder, config, k=k)
+    if config.retriever != "bm25":
+        embedder.model  # load before timing, so the first query does not carry the model load
+    pipeline = Pipeline(stages)
+    results = pipeline.run_many([q.query for q in evalset.queries], progress=progress)
+    return [QueryRun(q.query.id, r.hits, r.trace) for q, r in zip(evalset.queries, results)]
+
+
+def write_trec_run(runs: list[QueryRun], path: str | Path, tag: str, depth: int = 100) -> None:
+    """TREC run format: `qid Q0 docid rank score tag`, `depth` documents per query."""
+    with open(path, "w", encoding="utf-8") as f:
+        for run in runs:
+            for rank, (doc_id, score) in enumerate(run.doc_scores(depth), start=1):
+                f.write(f"{run.query_id} Q0 {doc_id} {rank} {score:.6f} {tag}\n")

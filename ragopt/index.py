@@ -1,0 +1,198 @@
+"""Builds and opens indexes. An index is identified by (corpus, chunker, embedder) fingerprints.
+
+Building one that exists is a no-op. A build writes into a temporary folder and publishes it with one
+atomic rename, so an interrupted build never leaves a half index that a later run would pick up; the
+embeddings it finished stay in the cache, so the re-run only embeds what is left.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+from pydantic import BaseModel
+
+from ragopt.cache import Cache
+from ragopt.config import BM25Config, ChunkerConfig, EmbedderConfig, StoreConfig, fingerprint
+from ragopt.errors import InputError, TenantRequired
+from ragopt.stages.chunking import Chunker
+from ragopt.stages.embedding import Embedder
+from ragopt.stages.keyword import BM25Index
+from ragopt.stages.vector import QdrantStore
+from ragopt.types import Chunk, Document, Query, visible_to
+
+COLLECTION = "chunks"
+
+
+def corpus_fingerprint(docs: Sequence[Document]) -> str:
+    return fingerprint([d.model_dump(mode="json") for d in docs])
+
+
+class Manifest(BaseModel):
+    id: str
+    corpus_fingerprint: str
+    chunker: ChunkerConfig
+    chunker_fingerprint: str
+    embedder_model: str
+    embedder_fingerprint: str
+    normalize: bool
+    n_documents: int
+    n_chunks: int
+    dim: int
+    has_tenants: bool
+    has_scopes: bool
+    build_s: float
+    collection: str
+
+
+@dataclass
+class BuildReport:
+    index: "Index"
+    reused: bool  # the index already existed: nothing was built
+    embedded: int  # texts the model actually embedded in this run
+    cache_hits: int
+    seconds: float
+
+
+class Index:
+    def __init__(self, path: Path, manifest: Manifest, store_config: StoreConfig | None = None):
+        self.path = path
+        self.manifest = manifest
+        self.store = QdrantStore(manifest.collection, str(path / "qdrant"), store_config)
+        self._keyword: dict[str, BM25Index] = {}
+
+    @cached_property
+    def chunks(self) -> list[Chunk]:
+        with open(self.path / "chunks.jsonl", encoding="utf-8") as f:
+            return [Chunk.model_validate_json(line) for line in f]
+
+    @cached_property
+    def _owners(self) -> tuple[np.ndarray, list[tuple[str | None, tuple[str, ...]]]]:
+        owners = sorted({(c.tenant, c.scopes) for c in self.chunks}, key=repr)
+        position = {o: i for i, o in enumerate(owners)}
+        return np.array([position[(c.tenant, c.scopes)] for c in self.chunks]), owners
+
+    def permission_query(self, query: Query) -> Query | None:
+        """The query to filter by, or None when the index holds no tenant or scope restrictions."""
+        if not (self.manifest.has_tenants or self.manifest.has_scopes):
+            return None
+        if self.manifest.has_tenants and query.tenant is None:
+            raise TenantRequired()
+        return query
+
+    def allowed_mask(self, query: Query) -> np.ndarray | None:
+        """A bool mask over chunks the query may see, or None when nothing is restricted."""
+        flt = self.permission_query(query)
+        if flt is None:
+            return None
+        owner_of_chunk, owners = self._owners
+        ok = np.array([visible_to(tenant, scopes, flt) for tenant, scopes in owners])
+        return ok[owner_of_chunk]
+
+    def keyword(self, config: BM25Config) -> BM25Index:
+        key = config.fingerprint()
+        if key not in self._keyword:
+            self._keyword[key] = BM25Index([c.indexed_text for c in self.chunks], config)
+        return self._keyword[key]
+
+    def size_bytes(self) -> int:
+        return sum(p.stat().st_size for p in self.path.rglob("*") if p.is_file())
+
+
+def index_id(corpus_fp: str, chunker: Chunker, embedder: Embedder) -> str:
+    return fingerprint(
+        {
+            "corpus": corpus_fp,
+            "chunker": chunker.fingerprint,
+            "embedder": embedder.fingerprint,
+            "normalize": embedder.config.normalize,
+        }
+    )
+
+
+_open: dict[str, Index] = {}
+
+
+def build_index(
+    docs: Sequence[Document],
+    chunker_config: ChunkerConfig,
+    embedder: Embedder,
+    workspace: Path,
+    *,
+    store_config: StoreConfig | None = None,
+    progress: bool = True,
+) -> BuildReport:
+    t0 = time.perf_counter()
+    if not docs:
+        raise InputError("the corpus is empty: nothing to index")
+    chunker = Chunker(chunker_config, embedder.config)
+    corpus_fp = corpus_fingerprint(docs)
+    iid = index_id(corpus_fp, chunker, embedder)
+    root = workspace / "indexes"
+    final = root / iid
+    if iid in _open:
+        return BuildReport(_open[iid], True, 0, 0, time.perf_counter() - t0)
+    if (final / "manifest.json").exists():
+        index = open_index(final, store_config)
+        return BuildReport(index, True, 0, 0, time.perf_counter() - t0)
+
+    chunks = chunker.chunk_all(docs)
+    encoded = embedder.encode(
+        [c.indexed_text for c in chunks], [(c.tenant, c.scopes) for c in chunks], progress=progress
+    )
+    tmp = root / f".tmp-{iid}-{os.getpid()}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    with open(tmp / "chunks.jsonl", "w", encoding="utf-8") as f:
+        for c in chunks:
+            f.write(c.model_dump_json() + "\n")
+    collection = f"ragopt_{iid}" if store_config and store_config.url else COLLECTION
+    store = QdrantStore(collection, str(tmp / "qdrant"), store_config)
+    store.create(encoded.vectors.shape[1])
+    store.upsert(chunks, encoded.vectors)
+    store.close()  # local mode: release the folder before it is renamed
+    manifest = Manifest(
+        id=iid,
+        corpus_fingerprint=corpus_fp,
+        chunker=chunker_config,
+        chunker_fingerprint=chunker.fingerprint,
+        embedder_model=embedder.config.model,
+        embedder_fingerprint=embedder.fingerprint,
+        normalize=embedder.config.normalize,
+        n_documents=len(docs),
+        n_chunks=len(chunks),
+        dim=int(encoded.vectors.shape[1]),
+        has_tenants=any(c.tenant is not None for c in chunks),
+        has_scopes=any(c.scopes for c in chunks),
+        build_s=time.perf_counter() - t0,
+        collection=collection,
+    )
+    (tmp / "manifest.json").write_text(manifest.model_dump_json(indent=2), encoding="utf-8")
+    try:
+        os.rename(tmp, final)  # the publish step: atomic on one file system
+    except OSError:  # another process published the same index first; theirs is identical
+        shutil.rmtree(tmp, ignore_errors=True)
+    index = open_index(final, store_config)
+    return BuildReport(index, False, encoded.misses, encoded.hits, time.perf_counter() - t0)
+
+
+def open_index(path: Path, store_config: StoreConfig | None = None) -> Index:
+    manifest = Manifest.model_validate(json.loads((path / "manifest.json").read_text(encoding="utf-8")))
+    if manifest.id not in _open:
+        _open[manifest.id] = Index(path, manifest, store_config)
+    return _open[manifest.id]
+
+
+def default_cache(workspace: Path) -> Cache:
+    return Cache(workspace / "cache")
+
+
+def make_embedder(workspace: Path, config: EmbedderConfig | None = None) -> Embedder:
+    return Embedder(config or EmbedderConfig(), default_cache(workspace))

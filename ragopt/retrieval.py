@@ -1,0 +1,46 @@
+"""Assembles the retrieval stages for a configuration: dense, bm25, or hybrid (both, then fusion)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ragopt.config import ChunkerConfig, EmbedderConfig, RetrievalConfig, StoreConfig
+from ragopt.index import Index, build_index, make_embedder
+from ragopt.pipeline import Stage
+from ragopt.stages.embedding import Embedder, EmbedQuery
+from ragopt.stages.fusion import Fuse
+from ragopt.stages.keyword import KeywordSearch
+from ragopt.stages.vector import VectorSearch
+
+
+def retrieval_stages(index: Index, embedder: Embedder, config: RetrievalConfig, k: int | None = None) -> list[Stage]:
+    """Stages that leave the best `k` (default `config.top_k`) hits in `state.hits`."""
+    k = k or config.top_k
+    if config.retriever == "dense":
+        return [EmbedQuery(embedder), VectorSearch(index, k)]
+    if config.retriever == "bm25":
+        return [KeywordSearch(index, config.bm25, k)]
+    depth = max(k, config.fusion.depth)
+    return [
+        EmbedQuery(embedder),
+        VectorSearch(index, depth),
+        KeywordSearch(index, config.bm25, depth),
+        Fuse(config.fusion, k),
+    ]
+
+
+def build_retrieval_stages(
+    dataset: str | Path,
+    workspace: Path,
+    config: RetrievalConfig | None = None,
+    chunker: ChunkerConfig | None = None,
+    embedder_config: EmbedderConfig | None = None,
+    store: StoreConfig | None = None,
+) -> list[Stage]:
+    """Load an evaluation set's corpus, build (or reuse) its index, and return its retrieval stages."""
+    from ragopt.data import load_evalset
+
+    evalset = load_evalset(dataset)
+    embedder = make_embedder(workspace, embedder_config)
+    report = build_index(evalset.documents, chunker or ChunkerConfig(), embedder, workspace, store_config=store)
+    return retrieval_stages(report.index, embedder, config or RetrievalConfig())

@@ -1,0 +1,40 @@
+"""Text helpers shared by stages: sentence spans and word tokens, both with char offsets."""
+
+from __future__ import annotations
+
+import re
+
+# A sentence ends at . ! or ? followed by space and an upper-case letter, digit or opening bracket/quote,
+# or at a blank line / bullet boundary. Good enough for prose, field dictionaries and runbooks.
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(\[])|\n\s*\n|\n(?=\s*(?:[-*•]|\d+[.)])\s)")
+_WORD = re.compile(r"\w+", re.UNICODE)
+_NON_SPACE = re.compile(r"\S+")
+
+
+def sentence_spans(text: str) -> list[tuple[int, int]]:
+    """(start, end) char spans of the sentences in `text`, whitespace trimmed, in order, never empty."""
+    spans = []
+    start = 0
+    for m in _SENTENCE_END.finditer(text):
+        spans.append((start, m.start()))
+        start = m.end()
+    spans.append((start, len(text)))
+    out = []
+    for s, e in spans:
+        while s < e and text[s].isspace():
+            s += 1
+        while e > s and text[e - 1].isspace():
+            e -= 1
+        if e > s:
+            out.append((s, e))
+    return out
+
+
+def word_spans(text: str) -> list[tuple[int, int]]:
+    """Whitespace-separated tokens with their char offsets."""
+    return [m.span() for m in _NON_SPACE.finditer(text)]
+
+
+def words(text: str) -> list[str]:
+    """Unicode-aware lower-cased word tokens (casefold handles ß, Turkish dotless i and the like)."""
+    return _WORD.findall(text.casefold())
