@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ragopt.eval.gates import fmt, quality_metric, rank_trials
+from ragopt.eval.gates import fmt, objective_key, quality_metric, rank_trials
 from ragopt.eval.results import COST_NAMES, GateVerdict, SweepResults, Trial, TrialParams
 
 Latencies = Mapping[str, Sequence[float]]  # trial id -> per-query retrieval ms
@@ -131,6 +131,27 @@ def plot_metric(results: SweepResults) -> str:
     return quality_metric(results.gates)
 
 
+def closest_trial(results: SweepResults) -> Trial | None:
+    """The trial nearest to passing: fewest failed gates, then the smallest total shortfall (relative to each
+    threshold), then the objective. Shown when no trial passes."""
+    if not results.trials:
+        return None
+    quality = quality_metric(results.gates)
+
+    def shortfall(v: GateVerdict) -> float:
+        if v.passed:
+            return 0.0
+        if v.margin is None:
+            return math.inf
+        return -v.margin / abs(v.threshold) if v.threshold else -v.margin
+
+    def key(t: Trial) -> tuple[int, float, tuple[float, float, float, str]]:
+        vs = _verdicts(results, t)
+        return (sum(not v.passed for v in vs), sum(shortfall(v) for v in vs), objective_key(t, quality))
+
+    return min(results.trials, key=key)
+
+
 def pareto_front(points: Sequence[tuple[float, float]]) -> list[int]:
     """Indices of the points no other point beats on both axes (lower cost x, higher quality y), by cost.
     Of identical points only one is kept."""
@@ -227,9 +248,9 @@ def render_summary(results: SweepResults) -> str:
         shown = sel
     else:
         out += ["## No trial passes every gate", ""]
-        shown = ranked[0] if ranked else None
+        shown = closest_trial(results)
         if shown is not None:
-            out += [f"Closest by the objective: `{shown.id}` ({_md_params(shown)}).", ""]
+            out += [f"Closest to passing: `{shown.id}` ({_md_params(shown)}).", ""]
     if shown is not None and _verdicts(results, shown):
         out += ["| gate | observed | result |", "|---|---:|---|"]
         for v in _verdicts(results, shown):
@@ -306,10 +327,16 @@ def _style_axes(ax: Any) -> None:
     ax.tick_params(colors="#374151", labelsize=9)
 
 
-def _maybe_log(ax: Any, values: Sequence[float], axis: str = "x") -> None:
+def _maybe_log(ax: Any, values: Sequence[float]) -> None:
+    """A log x axis when the values span 20x or more, labelled 1, 2, 5, 10, 20, ... in plain numbers."""
+    from matplotlib.ticker import LogLocator, NullFormatter
+
     pos = [v for v in values if v > 0]
     if pos and max(pos) / min(pos) >= 20:
-        (ax.set_xscale if axis == "x" else ax.set_yscale)("log")
+        ax.set_xscale("log")
+        ax.xaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+        ax.xaxis.set_major_formatter(lambda x, _pos: f"{x:,.0f}" if x >= 1 else f"{x:g}")
+        ax.xaxis.set_minor_formatter(NullFormatter())
 
 
 _COLORS = ["#2563eb", "#ea580c", "#16a34a", "#9333ea", "#dc2626", "#0891b2", "#ca8a04", "#db2777", "#4b5563"]
@@ -407,7 +434,9 @@ def plot_quality_vs_cost(results: SweepResults) -> str | None:
     quality = plot_metric(results)
     trials = [t for t in results.trials if _num(t.metrics.get(quality)) is not None]
     panels = [
-        (c, lab) for c, lab in (("context_tokens", "context tokens (mean, top_k chunks)"), ("p95_ms", "p95 retrieval latency (ms)"))
+        (c, lab)
+        for c, lab in (("context_tokens", "context tokens (mean, top_k chunks)"),
+                       ("p95_ms", "p95 retrieval latency (ms)"))
         if any(_num(getattr(t.costs, c)) is not None for t in trials)
     ]
     if not trials or not panels:
@@ -441,17 +470,19 @@ def plot_quality_vs_cost(results: SweepResults) -> str | None:
         if sel is not None:
             ax.scatter([sel[1]], [sel[2]], marker="*", s=320, color="#facc15", edgecolors="#111827",
                        linewidths=0.9, zorder=5)
-            ax.annotate("selected", (sel[1], sel[2]), xytext=(8, -14), textcoords="offset points", fontsize=8.5,
-                        color="#111827", fontweight="bold")
+            ax.annotate("selected", (sel[1], sel[2]), xytext=(10, 8), textcoords="offset points", fontsize=8.5,
+                        color="#111827", fontweight="bold", zorder=6,
+                        bbox={"boxstyle": "round,pad=0.2", "facecolor": "white", "edgecolor": "none", "alpha": 0.85})
         if cost in gates:
             ax.axvline(gates[cost].threshold, color="#dc2626", linestyle="--", linewidth=1)
         if quality in gates:
             ax.axhline(gates[quality].threshold, color="#dc2626", linestyle="--", linewidth=1)
         _maybe_log(ax, [x for _, x, _ in pts])
+        ax.margins(x=0.05, y=0.08)
         ax.set_xlabel(xlabel, fontsize=9)
     axes[0].set_ylabel(quality, fontsize=9)
     handles = [Line2D([], [], linestyle="", marker="o", color=color[c], label=c) for c in configs]
-    handles += [Line2D([], [], linestyle="", marker=marker[c], color="#6b7280", markerfacecolor="white",
+    handles += [Line2D([], [], linestyle="", marker=marker[c], color="#6b7280",
                        label="whole doc" if c == "whole" else f"chunks {c}") for c in chunkers]
     handles += [
         Line2D([], [], linestyle="", marker="o", color="#6b7280", markerfacecolor="white", label="fails a gate"),
@@ -493,9 +524,10 @@ def plot_latency_histogram(results: SweepResults, latencies: Latencies, max_tria
                 color=_COLORS[i % len(_COLORS)], label=lab)
     gate = _gate_thresholds(results).get("p95_ms")
     if gate is not None:
-        ax.axvline(gate.threshold, color="#dc2626", linestyle="--", linewidth=1, label=f"gate p95_ms≤{gate.threshold:g}")
+        ax.axvline(gate.threshold, color="#dc2626", linestyle="--", linewidth=1,
+                   label=f"gate p95_ms≤{gate.threshold:g}")
     if log:
-        ax.set_xscale("log")
+        _maybe_log(ax, values)
     ax.set_xlabel("retrieval latency per query (ms)", fontsize=9)
     ax.set_ylabel("queries", fontsize=9)
     ax.legend(frameon=False, fontsize=8.5, loc="upper right")
@@ -516,7 +548,7 @@ h2 { font-size: 18px; margin: 32px 0 10px; padding-bottom: 6px; border-bottom: 1
 .meta { color: var(--muted); margin: 0 0 18px; }
 .card { background: #fff; border: 1px solid var(--line); border-radius: 10px; padding: 16px 20px; margin: 14px 0; }
 .banner { border-left: 6px solid var(--ok); background: var(--okbg); }
-.banner.fail { border-left-color: var(--bad); background: var(--badbg); }
+.banner.nopass { border-left-color: var(--bad); background: var(--badbg); }
 .banner h2 { border: 0; margin: 0 0 6px; padding: 0; }
 .kv { display: flex; flex-wrap: wrap; gap: 8px 22px; margin: 8px 0 0; }
 .kv div { min-width: 110px; } .kv b { display: block; font-size: 17px; font-variant-numeric: tabular-nums; }
@@ -525,13 +557,17 @@ h2 { font-size: 18px; margin: 32px 0 10px; padding-bottom: 6px; border-bottom: 1
 code { font: 12.5px/1.3 "DejaVu Sans Mono", ui-monospace, monospace; background: #f3f4f6; padding: 1px 4px;
        border-radius: 4px; }
 table { border-collapse: collapse; width: 100%; background: #fff; font-size: 12.5px; }
-th, td { padding: 5px 8px; border-bottom: 1px solid var(--line); text-align: left; vertical-align: top; }
+table.trials { font-size: 12px; }
+th, td { padding: 4px 7px; border-bottom: 1px solid var(--line); text-align: left; vertical-align: baseline; }
 th { background: #f3f4f6; font-weight: 600; position: sticky; top: 0; white-space: nowrap; }
 td.n, th.n { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
 tr.failed td { color: #6b7280; }
 tr.selected td { background: #fef9c3; color: var(--fg); font-weight: 600; }
 .pass { color: var(--ok); font-weight: 600; } .fail { color: var(--bad); font-weight: 600; }
 .why { color: var(--bad); font-size: 11.5px; }
+td.id { font-family: "DejaVu Sans Mono", ui-monospace, monospace; font-size: 11.5px; white-space: nowrap; }
+td.nw { white-space: nowrap; }
+table.narrow { width: auto; min-width: 50%; border: 1px solid var(--line); }
 .plot { background: #fff; border: 1px solid var(--line); border-radius: 10px; padding: 12px; margin: 12px 0; }
 .plot svg { width: 100%; height: auto; display: block; }
 .plot p { margin: 0 0 6px; color: var(--muted); font-size: 12.5px; }
@@ -561,18 +597,36 @@ def _verdict_table(verdicts: Sequence[GateVerdict]) -> str:
 
 def _kv(t: Trial, quality: str) -> str:
     items = [(quality, t.metrics.get(quality))]
-    items += [(m, t.metrics.get(m)) for m in ("recall@10", "mrr@10", "span_recall@10") if m != quality and m in t.metrics]
+    items += [(m, t.metrics.get(m)) for m in ("recall@10", "mrr@10", "span_recall@10")
+              if m != quality and m in t.metrics]
     items += [(c, getattr(t.costs, c)) for c in ("context_tokens", "p95_ms") if getattr(t.costs, c) is not None]
     return "<div class='kv'>" + "".join(
         f"<div><b>{_e(_fmt_value(k, v))}</b><span>{_e(_COST_LABELS.get(k, k))}</span></div>" for k, v in items
     ) + "</div>"
 
 
+_HTML_METRICS = ("recall@10", "ndcg@10", "mrr@10", "span_recall@10")
+_HTML_COSTS = ("context_tokens", "p95_ms")
+
+
+def _short_verdict(v: GateVerdict) -> str:
+    if v.observed is None:
+        return f"{v.metric} not measured"
+    if v.margin == 0:
+        return f"{v.metric} at threshold"
+    return f"{v.metric} {'short' if v.op in ('>=', '>') else 'over'} by {fmt(abs(v.margin or 0))}"
+
+
 def _trials_table(results: SweepResults, ranked: Sequence[Trial]) -> str:
-    extras, metrics, costs = _table_columns(results)
-    head = ["#", "trial", "chunker", "retriever", "top_k", *extras, *metrics, *(_COST_LABELS[c] for c in costs), "gates"]
+    """The HTML table: a compact column set (every column is in results.csv)."""
+    extras, common, _ = _table_columns(results)
+    gated = [g.metric for vs in results.verdicts.values() for g in vs]
+    metrics = [m for m in common if m in _HTML_METRICS or (m in gated and not m.endswith(("_ms", "_tokens")))]
+    costs = [c for c in _HTML_COSTS if any(_num(getattr(t.costs, c)) is not None for t in results.trials)]
+    head = ["#", "trial", "chunker", "retriever", "top_k", *extras, *metrics, *(_COST_LABELS[c] for c in costs),
+            "gates"]
     numeric = {0, 4, *range(5 + len(extras), 5 + len(extras) + len(metrics) + len(costs))}
-    out = ["<div class='tablewrap'><table><tr>"]
+    out = ["<div class='tablewrap'><table class='trials'><tr>"]
     out += [f"<th class='n'>{_e(h)}</th>" if i in numeric else f"<th>{_e(h)}</th>" for i, h in enumerate(head)]
     out.append("</tr>")
     for rank, t in enumerate(ranked, start=1):
@@ -581,18 +635,36 @@ def _trials_table(results: SweepResults, ranked: Sequence[Trial]) -> str:
         dumped = t.params.model_dump()
         failed = [v for v in _verdicts(results, t) if not v.passed]
         gate_cell = ("<span class='pass'>pass</span>" if not failed else
-                     "<span class='why'>" + "<br>".join(_e(v.message) for v in failed) + "</span>")
+                     "<span class='why'>" + "<br>".join(_e(_short_verdict(v)) for v in failed) + "</span>")
         cells = [
-            f"<td class='n'>{rank}</td>", f"<td><code>{_e(t.id)}</code></td>", f"<td>{_e(t.params.chunker)}</td>",
-            f"<td>{_e(_retriever_label(t.params))}</td>", f"<td class='n'>{t.params.top_k}</td>",
+            f"<td class='n'>{rank}</td>", f"<td class='id'>{_e(t.id)}</td>", f"<td>{_e(t.params.chunker)}</td>",
+            f"<td class='nw'>{_e(_retriever_label(t.params))}</td>", f"<td class='n'>{t.params.top_k}</td>",
             *(f"<td>{_e('' if dumped.get(k) is None else dumped[k])}</td>" for k in extras),
             *(f"<td class='n'>{_e(_fmt_value(m, t.metrics.get(m)))}</td>" for m in metrics),
             *(f"<td class='n'>{_e(_fmt_value(c, getattr(t.costs, c, None)))}</td>" for c in costs),
-            f"<td>{gate_cell}</td>",
+            f"<td class='nw'>{gate_cell}</td>",
         ]
         out.append(f"<tr class='{cls}'>" + "".join(cells) + "</tr>")
     out.append("</table></div>")
     return "".join(out)
+
+
+def _index_table(results: SweepResults) -> str | None:
+    """One row per distinct index (chunker x retriever): chunks, size, build time."""
+    rows: dict[tuple[str, str], Trial] = {}
+    for t in sorted(results.trials, key=_chunker_order):
+        rows.setdefault((t.params.chunker, _retriever_label(t.params)), t)
+    cols = [c for c in ("n_chunks", "index_bytes", "index_build_s")
+            if any(_num(getattr(t.costs, c)) is not None for t in rows.values())]
+    if not cols:
+        return None
+    head = "".join(f"<th class='n'>{_e(_COST_LABELS[c])}</th>" for c in cols)
+    body = "".join(
+        f"<tr><td>{_e(ch)}</td><td>{_e(ret)}</td>"
+        + "".join(f"<td class='n'>{_e(_fmt_value(c, getattr(t.costs, c)))}</td>" for c in cols) + "</tr>"
+        for (ch, ret), t in rows.items()
+    )
+    return f"<table class='narrow'><tr><th>chunker</th><th>retriever</th>{head}</tr>{body}</table>"
 
 
 def render_html(results: SweepResults, latencies: Latencies | None = None) -> str:
@@ -616,10 +688,10 @@ def render_html(results: SweepResults, latencies: Latencies | None = None) -> st
         )
         shown, shown_title = sel, "Gate verdicts for the selected trial"
     else:
-        closest = ranked[0] if ranked else None
+        closest = closest_trial(results)
         parts.append(
-            "<section class='card banner fail'><h2>No trial passes every gate</h2>"
-            + (f"<div>Closest by the objective: <code>{_e(closest.id)}</code> ({_e(_md_params(closest))})</div>"
+            "<section class='card banner nopass'><h2>No trial passes every gate</h2>"
+            + (f"<div>Closest to passing: <code>{_e(closest.id)}</code> ({_e(_md_params(closest))})</div>"
                f"{_kv(closest, quality)}" if closest is not None else "")
             + "</section>"
         )
@@ -634,11 +706,13 @@ def render_html(results: SweepResults, latencies: Latencies | None = None) -> st
             f"<tr><td><code>{_e(v.trial_id)}</code></td><td>{_e(v.metric)}</td><td class='n'>{v.baseline_mean:.3f}</td>"
             f"<td class='n'>{v.current_mean:.3f}</td><td class='n'>{v.diff:+.3f}</td>"
             f"<td class='n'>[{v.ci_low:+.3f}, {v.ci_high:+.3f}]</td>"
-            f"<td><span class='{'fail' if v.regressed else 'pass'}'>{'REGRESSED' if v.regressed else 'ok'}</span></td></tr>"
+            + ("<td><span class='fail'>REGRESSED</span></td></tr>" if v.regressed
+               else "<td><span class='pass'>ok</span></td></tr>")
             for v in b.verdicts
         )
         parts.append(
-            f"<h2>Baseline comparison: <span class='{cls}'>{'regression' if b.regressed else 'no regression'}</span></h2>"
+            f"<h2>Baseline comparison: <span class='{cls}'>"
+            f"{'regression' if b.regressed else 'no regression'}</span></h2>"
             f"<p class='meta'>Against <code>{_e(b.path)}</code>, tolerance {_e(fmt(b.tolerance))}; paired bootstrap "
             f"({b.verdicts[0].n_resamples if b.verdicts else 0} resamples, "
             f"{(b.verdicts[0].confidence if b.verdicts else 0.95):.0%} CI of current − baseline).</p>"
@@ -660,8 +734,12 @@ def render_html(results: SweepResults, latencies: Latencies | None = None) -> st
         if svg is not None:
             parts.append(f"<h2>{_e(title)}</h2><div class='plot'><p>{_e(caption)}</p>{svg}</div>")
 
-    parts.append(f"<h2>All trials</h2><p class='meta'>In objective order, passing trials first.</p>")
+    parts.append("<h2>All trials</h2><p class='meta'>In objective order, passing trials first; "
+                 "results.csv has every metric and cost.</p>")
     parts.append(_trials_table(results, ranked))
+    index_table = _index_table(results)
+    if index_table is not None:
+        parts.append(f"<h2>Indexes</h2>{index_table}")
 
     v = results.versions
     models = ", ".join(f"{_e(k)}: {_e(m.name)} <code>{_e(m.fingerprint)}</code>" for k, m in results.models.items())
@@ -698,6 +776,6 @@ def write_outputs(
 
 
 __all__ = [
-    "csv_rows", "pareto_front", "plot_latency_histogram", "plot_quality_vs_cost", "plot_recall_curves",
+    "closest_trial", "csv_rows", "pareto_front", "plot_latency_histogram", "plot_quality_vs_cost", "plot_recall_curves",
     "render_html", "render_summary", "write_csv", "write_outputs",
 ]
