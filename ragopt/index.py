@@ -102,6 +102,21 @@ class Index:
             self._keyword[key] = BM25Index([c.indexed_text for c in self.chunks], config)
         return self._keyword[key]
 
+    @cached_property
+    def positions(self) -> dict[str, int]:
+        return {c.id: i for i, c in enumerate(self.chunks)}
+
+    def token_counts(self, chunker: Chunker) -> np.ndarray:
+        """Tokens per chunk text, counted with the chunker's tokenizer (saved beside the chunks)."""
+        path = self.path / f"tokens-{chunker.fingerprint}.npy"
+        if path.exists():
+            return np.load(path)
+        counts = np.array([len(chunker.token_offsets(c.text)) for c in self.chunks], dtype=np.int32)
+        tmp = path.with_suffix(".tmp.npy")
+        np.save(tmp, counts)
+        os.replace(tmp, path)
+        return counts
+
     def size_bytes(self) -> int:
         return sum(p.stat().st_size for p in self.path.rglob("*") if p.is_file())
 

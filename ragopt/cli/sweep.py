@@ -1,0 +1,135 @@
+"""`ragopt sweep`: chunk size x retriever x fusion x TopK against quality gates; exits 0 pass, 1 fail, 2 bad input."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from ragopt.cli import _common
+
+SHIPPED_DATASET = Path(__file__).resolve().parents[2] / "evalsets" / "hospital"
+SHIPPED_CONFIG = Path(__file__).resolve().parents[2] / "pipelines" / "hospital-sweep.toml"
+TABLE_ROWS = 15
+
+
+def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    p = subparsers.add_parser("sweep", help="sweep configurations, pick the cheapest one that passes the gates")
+    p.add_argument("--dataset", help="a BEIR folder or ragopt evaluation set (default: the shipped hospital set)")
+    p.add_argument("--config", help="a sweep TOML (default: pipelines/hospital-sweep.toml for the shipped set)")
+    p.add_argument("--out", default="runs/sweep", help="output folder (default: runs/sweep)")
+    p.add_argument("--gate", action="append", default=[], metavar="EXPR", help="e.g. recall@10>=0.9 (repeatable; adds to the config's)")
+    p.add_argument("--chunk-sizes", help="comma-separated token sizes and/or 'whole', e.g. 128,256,whole")
+    p.add_argument("--retrievers", help="comma-separated: dense,bm25,hybrid")
+    p.add_argument("--top-k", help="comma-separated, e.g. 1,3,5,10")
+    p.add_argument("--baseline", help="a previous results.json: fail on a significant regression")
+    p.add_argument("--tolerance", type=float, default=None, help="allowed drop before a regression fails (default 0.02)")
+    p.add_argument("--save-runs", action="store_true", help="write one TREC run file per trial under OUT/runs/")
+    p.add_argument("--no-progress", action="store_true")
+    return p
+
+
+def _split(value: str) -> list[str]:
+    return [v.strip() for v in value.split(",") if v.strip()]
+
+
+def load_config(args: argparse.Namespace):  # type: ignore[no-untyped-def]
+    from ragopt.config import load_toml, validate
+    from ragopt.eval.sweep import SweepConfig
+
+    config_path = args.config or (SHIPPED_CONFIG if not args.dataset and SHIPPED_CONFIG.exists() else None)
+    data = SweepConfig().model_dump(mode="json") if config_path is None else load_toml(config_path, SweepConfig).model_dump(mode="json")
+    source = str(config_path or "command line")
+    if args.dataset:
+        data["dataset"] = args.dataset
+    elif not data.get("dataset"):
+        data["dataset"] = str(SHIPPED_DATASET)
+    elif config_path is not None and not Path(data["dataset"]).is_absolute():
+        data["dataset"] = str((Path(config_path).parent / data["dataset"]).resolve())
+    if args.chunk_sizes:
+        data["chunk_sizes"] = [s if s == "whole" else _int(s, "--chunk-sizes") for s in _split(args.chunk_sizes)]
+    if args.retrievers:
+        data["retrievers"] = _split(args.retrievers)
+    if args.top_k:
+        data["top_k"] = [_int(k, "--top-k") for k in _split(args.top_k)]
+    data["gates"] = list(data.get("gates") or []) + list(args.gate)
+    if args.baseline:
+        data["baseline"] = {**(data.get("baseline") or {}), "path": args.baseline}
+    if args.tolerance is not None:
+        if not data.get("baseline"):
+            from ragopt.errors import InputError
+
+            raise InputError("--tolerance needs --baseline", field="--tolerance")
+        data["baseline"]["tolerance"] = args.tolerance
+    return validate(SweepConfig, data, source)
+
+
+def _int(value: str, flag: str) -> int:
+    from ragopt.errors import InputError
+
+    try:
+        return int(value)
+    except ValueError:
+        raise InputError(f"expected an integer, got {value!r}", field=flag) from None
+
+
+def run(args: argparse.Namespace) -> int:
+    import sys
+
+    from ragopt.data import load_evalset
+    from ragopt.eval.bootstrap import compare_to_baseline
+    from ragopt.eval.gates import rank_trials
+    from ragopt.eval.report import write_outputs
+    from ragopt.eval.results import SweepResults
+    from ragopt.eval.sweep import run_sweep
+
+    config = load_config(args)
+    evalset = load_evalset(config.dataset, split=config.split)
+    out = Path(args.out)
+    outcome = run_sweep(
+        evalset, config, _common.workspace(args), progress=not args.no_progress,
+        runs_dir=out / "runs" if args.save_runs else None,
+    )
+    results = outcome.results
+    if config.baseline:
+        baseline = SweepResults.load(config.baseline.path)
+        results.baseline = compare_to_baseline(
+            results, baseline, config.baseline.tolerance, baseline_path=config.baseline.path, metrics=config.baseline.metrics
+        )
+    paths = write_outputs(results, out, outcome.latencies)
+
+    ranked = rank_trials(results.trials, results.gates, results.verdicts)
+    quality = [g.split(">")[0].split("<")[0] for g in results.gates if ">" in g] or ["ndcg@10"]
+    cols = list(dict.fromkeys([*quality, "recall@10", "ndcg@10"]))
+    print(f"{evalset.name}: {len(evalset.documents)} documents, {len(evalset.queries)} queries, "
+          f"{len(results.trials)} trials in {outcome.seconds:.1f} s")
+    print(f"objective: {results.objective}")
+    print(f"gates: {', '.join(results.gates) or '(none)'}")
+    header = f"  {'':1} {'trial':<32}" + "".join(f"{c:>12}" for c in cols) + f"{'ctx tok':>10}{'p95 ms':>9}"
+    print(header)
+    for t in ranked[:TABLE_ROWS]:
+        ok = "*" if t.id == results.selected else ("+" if all(v.passed for v in results.verdicts[t.id]) else " ")
+        vals = "".join(f"{(t.metrics.get(c) if t.metrics.get(c) is not None else float('nan')):>12.4f}" for c in cols)
+        print(f"  {ok:1} {t.id:<32}{vals}{t.costs.context_tokens:>10.0f}{t.costs.p95_ms:>9.2f}")
+    if len(ranked) > TABLE_ROWS:
+        print(f"  ... {len(ranked) - TABLE_ROWS} more in {paths['csv']}")
+    print(f"outputs: {', '.join(str(p) for p in paths.values())}")
+    code = 0
+    if results.selected:
+        print(f"selected: {results.selected}  (* selected, + passes every gate)")
+    else:
+        code = 1
+        print("no trial passes every gate:", file=sys.stderr)
+        best = ranked[0]
+        for v in results.verdicts[best.id]:
+            if not v.passed:
+                print(f"  closest trial {best.id}: {v.message}", file=sys.stderr)
+        for gate in results.gates:
+            passing = sum(1 for t in results.trials if any(v.gate == gate and v.passed for v in results.verdicts[t.id]))
+            print(f"  {gate}: passed by {passing} of {len(results.trials)} trials", file=sys.stderr)
+    if results.baseline is not None:
+        for v in results.baseline.verdicts:
+            print(f"baseline: {v.message}")
+        if results.baseline.regressed:
+            code = 1
+            print("regression against the baseline beyond the tolerance", file=sys.stderr)
+    return code

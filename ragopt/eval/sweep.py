@@ -1,0 +1,289 @@
+"""The sweep engine: chunker x retriever x fusion x TopK against quality metrics, with costs beside them.
+
+Shared work is never repeated: one index per distinct chunker config (reused across runs by fingerprint),
+retrieval once per query at the largest K with every smaller K scored by truncation, query embeddings
+embedded once and cached, and each (index, retriever) run cached, so a warm re-run only recomputes metrics.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+from pydantic import Field, field_validator, model_validator
+
+from ragopt.cache import CacheKey
+from ragopt.config import (
+    BM25Config,
+    ChunkerConfig,
+    EmbedderConfig,
+    FusionConfig,
+    RetrievalConfig,
+    StoreConfig,
+    StrictModel,
+    fingerprint,
+)
+from ragopt.data import EvalSet
+from ragopt.errors import InputError
+from ragopt.eval import metrics as M
+from ragopt.eval.gates import check_known, evaluate_gates, objective_for, select
+from ragopt.eval.results import COST_NAMES, Costs, DatasetInfo, ModelInfo, SweepResults, Trial, TrialParams, Versions
+from ragopt.eval.runner import QueryRun, run_queries
+from ragopt.index import Index, build_index, corpus_fingerprint, default_cache, make_embedder
+from ragopt.stages.chunking import Chunker
+from ragopt.stages.embedding import Embedder
+from ragopt.trace import percentiles
+
+RANK_METRICS = ("recall", "ndcg", "mrr", "precision", "hit")
+PER_QUERY_ALWAYS = ("ndcg@10", "recall@10")
+
+
+class BaselineConfig(StrictModel):
+    path: str
+    tolerance: float = Field(0.02, ge=0)
+    metrics: list[str] | None = None
+
+
+class SweepConfig(StrictModel):
+    """A search space and its gates; loadable from TOML (see pipelines/*.toml)."""
+
+    dataset: str | None = None
+    split: str = "test"
+    chunk_sizes: list[int | Literal["whole"]] = Field(default_factory=lambda: ["whole"])
+    chunk_overlap: int = Field(0, ge=0)
+    retrievers: list[Literal["dense", "bm25", "hybrid"]] = Field(default_factory=lambda: ["dense", "bm25", "hybrid"])
+    fusions: list[Literal["rrf", "convex"]] = Field(default_factory=lambda: ["rrf"])
+    alphas: list[float] = Field(default_factory=lambda: [0.5])
+    top_k: list[int] = Field(default_factory=lambda: [1, 3, 5, 10, 20])
+    gates: list[str] = Field(default_factory=list)
+    embedder: EmbedderConfig = EmbedderConfig()
+    bm25: BM25Config = BM25Config()
+    fusion_depth: int = Field(100, gt=0)
+    store: StoreConfig = StoreConfig()
+    baseline: BaselineConfig | None = None
+
+    @field_validator("top_k")
+    @classmethod
+    def _positive_k(cls, v: list[int]) -> list[int]:
+        if not v or any(k <= 0 for k in v):
+            raise ValueError("top_k must be a non-empty list of positive integers")
+        return sorted(set(v))
+
+    @field_validator("alphas")
+    @classmethod
+    def _alpha_range(cls, v: list[float]) -> list[float]:
+        if any(not 0 <= a <= 1 for a in v):
+            raise ValueError("every alpha must lie in [0, 1]")
+        return v
+
+    @model_validator(mode="after")
+    def _non_empty(self) -> "SweepConfig":
+        for name in ("chunk_sizes", "retrievers", "fusions"):
+            if not getattr(self, name):
+                raise ValueError(f"{name} must not be empty")
+        return self
+
+    def chunkers(self) -> list[ChunkerConfig]:
+        return [
+            ChunkerConfig(mode="whole")
+            if size == "whole"
+            else ChunkerConfig(mode="tokens", size=size, overlap=self.chunk_overlap)
+            for size in self.chunk_sizes
+        ]
+
+    def retrieval_variants(self) -> list[RetrievalConfig]:
+        variants = []
+        for retriever in self.retrievers:
+            fusions = [FusionConfig()] if retriever != "hybrid" else [
+                FusionConfig(method=f, alpha=a, depth=self.fusion_depth)
+                for f in self.fusions
+                for a in (self.alphas if f == "convex" else [0.5])
+            ]
+            variants += [RetrievalConfig(retriever=retriever, top_k=max(self.top_k), fusion=fu, bm25=self.bm25) for fu in fusions]
+        return variants
+
+    def cutoffs(self) -> list[int]:
+        return sorted(set(self.top_k) | {10})
+
+    def metric_names(self, with_spans: bool) -> list[str]:
+        names = [f"{m}@{k}" for m in RANK_METRICS for k in self.cutoffs()]
+        return names + ([f"span_recall@{k}" for k in self.cutoffs()] if with_spans else [])
+
+
+@dataclass
+class SweepOutcome:
+    results: SweepResults
+    latencies: dict[str, list[float]] = field(default_factory=dict)  # trial id -> per-query ms
+    reasons: dict[str, list[str]] = field(default_factory=dict)  # failing trial id -> why
+    seconds: float = 0.0
+
+
+def trial_id(chunker: ChunkerConfig, config: RetrievalConfig, k: int) -> str:
+    chunk = "whole" if chunker.mode == "whole" else f"c{chunker.size}-o{chunker.overlap}"
+    retr = config.retriever
+    if retr == "hybrid":
+        retr += f"-{config.fusion.method}" + (f"{config.fusion.alpha:g}" if config.fusion.method == "convex" else "")
+    return f"{chunk}_{retr}_k{k}"
+
+
+def _log(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+class _QueryEmbeddingTimer:
+    """Embeds every query once, one at a time as a live request would, timing each and caching the
+    vector; dense and hybrid trials then add this measured time to their per-query latency."""
+
+    def __init__(self, embedder: Embedder, evalset: EvalSet):
+        self.embedder, self.evalset = embedder, evalset
+        self._ms: list[float] | None = None
+
+    @property
+    def ms(self) -> list[float]:
+        if self._ms is None:
+            import torch
+
+            model = self.embedder.model
+            self._ms = []
+            threads = torch.get_num_threads()
+            torch.set_num_threads(1)  # one request, one thread: stable under contention (see NOTES)
+            for q in self.evalset.queries:
+                t0 = time.perf_counter()
+                vec = model.encode([q.query.text], normalize_embeddings=self.embedder.config.normalize, show_progress_bar=False)
+                self._ms.append((time.perf_counter() - t0) * 1000)
+                key = self.embedder._key(q.query.text, (q.query.tenant, q.query.scopes))
+                self.embedder.cache.set(key, np.asarray(vec[0], dtype=np.float32).tobytes())
+            torch.set_num_threads(threads)
+        return self._ms
+
+
+def _cached_runs(
+    index: Index, embedder: Embedder, evalset: EvalSet, config: RetrievalConfig, k: int, progress: bool
+) -> tuple[list[list[tuple[int, float]]], list[float]]:
+    """Per query: (chunk position, score) best first at depth k, and retrieval ms excluding query embedding."""
+    cache = default_cache(index.path.parent.parent)
+    key = CacheKey(
+        namespace="sweep-run",
+        model=embedder.fingerprint,
+        kb_version=index.manifest.id,
+        payload={
+            "retrieval": config.model_dump(mode="json"),
+            "k": k,
+            "queries": fingerprint([q.query.model_dump(mode="json") for q in evalset.queries]),
+        },
+    )
+    stored = cache.get(key)
+    if stored is None:
+        runs: list[QueryRun] = run_queries(evalset, index, embedder, config, k, progress=progress)
+        position = index.positions
+        stored = {
+            "hits": [[(position[h.chunk.id], h.score) for h in r.hits] for r in runs],
+            "ms": [sum(s.ms for s in r.trace.spans if s.name != "embed") for r in runs],
+        }
+        cache.set(key, stored)
+    cache.close()
+    return stored["hits"], stored["ms"]
+
+
+def run_sweep(
+    evalset: EvalSet, config: SweepConfig, workspace: Path, *, progress: bool = True, runs_dir: Path | None = None
+) -> SweepOutcome:
+    """Run every trial; with `runs_dir`, also write each trial's ranking as a TREC run file there."""
+    from tqdm import tqdm
+
+    t_start = time.perf_counter()
+    with_spans = any(q.evidence and any(e.start is not None for e in q.evidence) for q in evalset.queries)
+    names = config.metric_names(with_spans)
+    gates = check_known(config.gates, names + list(COST_NAMES))
+    embedder = make_embedder(workspace, config.embedder)
+    qids = [q.query.id for q in evalset.queries]
+    qrels = {q.query.id: q.relevance for q in evalset.queries}
+    evidence = {q.query.id: q.evidence for q in evalset.queries}
+    per_query_keep = set(PER_QUERY_ALWAYS) | {g.metric for g in gates if g.metric in names}
+    if config.baseline and config.baseline.metrics:
+        per_query_keep |= set(config.baseline.metrics)
+    timer = _QueryEmbeddingTimer(embedder, evalset)
+    max_k = max(config.top_k)
+    variants = config.retrieval_variants()
+    trials: list[Trial] = []
+    latencies: dict[str, list[float]] = {}
+    chunkers = config.chunkers()
+    for chunker_cfg in tqdm(chunkers, desc="chunkers", disable=not progress):
+        report = build_index(evalset.documents, chunker_cfg, embedder, workspace, store_config=config.store, progress=progress)
+        index = report.index
+        m = index.manifest
+        _log(f"index {m.id} ({m.chunker.label}): {m.n_chunks} chunks, "
+             + ("reused" if report.reused else f"built in {report.seconds:.1f} s, embedded {report.embedded} texts"))
+        tokens = index.token_counts(Chunker(chunker_cfg, config.embedder))
+        index_costs = {"index_build_s": m.build_s, "index_bytes": index.size_bytes(), "n_chunks": m.n_chunks}
+        for variant in variants:
+            hits, retrieval_ms = _cached_runs(index, embedder, evalset, variant, max_k, progress)
+            query_ms = retrieval_ms if variant.retriever == "bm25" else [a + b for a, b in zip(retrieval_ms, timer.ms)]
+            lat = percentiles(query_ms)
+            for k in config.top_k:
+                top = [h[:k] for h in hits]
+                run = {qid: M.doc_ranking(index.chunks[i].doc_id for i, _ in t) for qid, t in zip(qids, top)}
+                per_query = M.evaluate_run(run, qrels, [n for n in names if not n.startswith("span_")], query_ids=qids)
+                if with_spans:
+                    spans = {qid: [(index.chunks[i].doc_id, index.chunks[i].start, index.chunks[i].end) for i, _ in t]
+                             for qid, t in zip(qids, top)}
+                    per_query.update(M.evaluate_spans(spans, evidence, config.cutoffs(), query_ids=qids))
+                tid = trial_id(chunker_cfg, variant, k)
+                if runs_dir is not None:
+                    _write_trec(runs_dir / f"{tid}.trec", tid, qids, top, index)
+                trials.append(
+                    Trial(
+                        id=tid,
+                        params=TrialParams(
+                            chunker=chunker_cfg.label,
+                            chunk_size=None if chunker_cfg.mode == "whole" else chunker_cfg.size,
+                            chunk_overlap=None if chunker_cfg.mode == "whole" else chunker_cfg.overlap,
+                            retriever=variant.retriever,
+                            fusion=variant.fusion.method if variant.retriever == "hybrid" else None,
+                            alpha=variant.fusion.alpha if variant.fusion.method == "convex" and variant.retriever == "hybrid" else None,
+                            top_k=k,
+                        ),
+                        metrics={n: M.mean(v) for n, v in per_query.items()},
+                        costs=Costs(
+                            p50_ms=lat["p50"], p95_ms=lat["p95"], p99_ms=lat["p99"],
+                            context_tokens=float(np.mean([sum(int(tokens[i]) for i, _ in t) for t in top])),
+                            **index_costs,
+                        ),
+                        per_query={n: v for n, v in per_query.items() if n in per_query_keep},
+                    )
+                )
+                latencies[tid] = query_ms
+    selected, reasons = select(trials, gates)
+    results = SweepResults(
+        dataset=DatasetInfo(
+            name=evalset.name, path=evalset.source, fingerprint=corpus_fingerprint(evalset.documents) + ":" + fingerprint(qrels),
+            n_documents=len(evalset.documents), n_queries=len(qids),
+        ),
+        versions=Versions.collect(),
+        models={"embedder": ModelInfo(name=config.embedder.model, fingerprint=embedder.fingerprint)},
+        search_space=config.model_dump(mode="json", exclude={"baseline", "store"}),
+        objective=objective_for(gates),
+        gates=[g.expr for g in gates],
+        trials=trials,
+        selected=selected.id if selected else None,
+        verdicts={t.id: evaluate_gates(t, gates) for t in trials},
+        query_ids=qids,
+    )
+    return SweepOutcome(results, latencies, reasons, time.perf_counter() - t_start)
+
+
+
+def _write_trec(path: Path, tag: str, qids: list[str], top: list[list[tuple[int, float]]], index: Index) -> None:
+    """TREC run format; a document's score is its best chunk's score."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w", encoding="utf-8") as f:
+        for qid, hits in zip(qids, top):
+            best: dict[str, float] = {}
+            for i, score in hits:
+                best.setdefault(index.chunks[i].doc_id, score)
+            for rank, (doc_id, score) in enumerate(best.items(), start=1):
+                f.write(f"{qid} Q0 {doc_id} {rank} {score:.6f} {tag}\n")
