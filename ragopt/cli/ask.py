@@ -32,6 +32,7 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p.add_argument("--temperature", type=float, default=0.0)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--threads", type=int, default=1, help="llama.cpp threads (1 is steadiest on small machines)")
+    p.add_argument("--kv-type", choices=["f16", "f32", "q8_0"], default="f16", help="KV cache element type")
     p.add_argument("--kv-budget", default=None, help="refuse requests whose KV cache exceeds this (e.g. 64MiB)")
     p.add_argument("--deadline", type=float, default=None, help="seconds; generation stops there and the answer is marked incomplete")
     p.add_argument("--no-stream", action="store_true", help="print the answer only when it is complete")
@@ -72,6 +73,7 @@ def _generator(args: argparse.Namespace, extractive):  # type: ignore[no-untyped
             temperature=args.temperature,
             seed=args.seed,
             n_threads=args.threads,
+            kv_type=args.kv_type,
             kv_budget_bytes=int(parse_bytes(args.kv_budget)) if args.kv_budget else None,
         )
         gen = LlamaGenerator(config)

@@ -291,6 +291,9 @@ def get_engine(config: GeneratorConfig) -> Engine:
             from llama_cpp import Llama
         except ImportError:
             raise InputError("llama-cpp-python is not installed: pip install 'ragopt[llm]'") from None
+        shape = model_shape(path)
+        if config.kv_type == "q8_0" and (shape.head_dim % 32 or (shape.head_dim_v or shape.head_dim) % 32):
+            raise InputError(f"kv_type q8_0 needs a head size divisible by 32; this model's is {shape.head_dim}", path=path)
         kv = _KV_TYPES[config.kv_type]
         try:
             llm = Llama(
@@ -312,7 +315,7 @@ def get_engine(config: GeneratorConfig) -> Engine:
             path=path,
             llm=llm,
             renderer=LlamaRenderer(llm),
-            shape=model_shape(path),
+            shape=shape,
             model_fingerprint=model_fingerprint(path),
         )
         _ENGINES[key] = engine
@@ -466,10 +469,17 @@ class LlamaGenerator:
         # tenant isolation of the live KV: another owner's tokens are reusable only up to the neutral prefix
         if engine.owner is not None and engine.owner != owner:
             engine.truncate(min(engine.public_tokens, fitted.public_prefix_tokens))
+        # from here on the live KV holds this owner's tokens, whatever happens below
+        engine.owner = owner
+        engine.public_tokens = fitted.public_prefix_tokens
 
         t_start = time.perf_counter()
         llama_cpp.llama_perf_context_reset(llm.ctx)
-        hot = self._hot_prefix(engine, fitted, owner)
+        try:
+            hot = self._hot_prefix(engine, fitted, owner)
+        except BaseException:
+            engine.truncate(0)
+            raise
         usage.attrs["hot_prefix"] = hot
         if hot == "hit":
             usage.cache_hits += 1
@@ -520,8 +530,11 @@ class LlamaGenerator:
                 if remaining is not None and remaining <= 0:
                     finish = "deadline"
                     break
-        finally:
+        except BaseException:
             gen.close()
+            engine.truncate(0)  # a failed decode or a failing on_token: start the next request from a clean KV
+            raise
+        gen.close()
         if not stop.stopped:
             tail = stop.flush()
             if tail:
@@ -530,8 +543,6 @@ class LlamaGenerator:
                     state.on_token(tail)
         t_end = time.perf_counter()
 
-        engine.owner = owner
-        engine.public_tokens = fitted.public_prefix_tokens
         engine.requests += 1
 
         perf = llama_cpp.llama_perf_context(llm.ctx)

@@ -162,6 +162,20 @@ def test_citations_are_parsed_against_the_passages_in_the_prompt(tiny_gguf):
     assert full.startswith(stopped.answer.text)
 
 
+def test_a_failing_stream_consumer_leaves_the_model_usable(tiny_gguf):
+    gen = generator(tiny_gguf)
+
+    def disconnect(piece: str) -> None:
+        raise ConnectionError("client went away")
+
+    with pytest.raises(ConnectionError):
+        gen.run(RequestState(query=Query(text="What is the capital of France?"), hits=make_hits(), on_token=disconnect))
+    assert gen.engine.lock.waiting == 0 and gen.engine.lock.acquire(timeout=0)  # the lock was released
+    gen.engine.lock.release()
+    state = gen.run(RequestState(query=Query(text="What is the capital of France?"), hits=make_hits()))
+    assert state.answer.finish_reason == "length" and state.usage.attrs["reused_tokens"] == 0
+
+
 def test_sampling_with_a_seed_is_reproducible(tiny_gguf):
     gen = generator(tiny_gguf, temperature=0.9, seed=7, max_tokens=20)
     pipe = Pipeline([FixedHits(make_hits()), gen])
@@ -302,3 +316,24 @@ def test_fifo_lock_order_and_timeout():
     for t in threads:
         t.join()
     assert order == [0, 1, 2] and lock.waiting == 0
+
+
+def test_quantized_kv_on_an_unsuitable_head_size_is_a_clear_error(tiny_gguf):
+    from ragopt.errors import InputError
+
+    with pytest.raises(InputError, match="divisible by 32"):
+        generator(tiny_gguf, kv_type="q8_0").warm()
+
+
+def test_ask_cli_streams_answer_then_trace(tiny_gguf, capsys):
+    from ragopt.cli import main
+
+    assert main(["ask", "--model", str(tiny_gguf), "--max-tokens", "12", "--n-ctx", "1024", "What is the capital of France?"]) == 0
+    captured = capsys.readouterr()
+    assert "answering from the question alone" in captured.err
+    out = captured.out
+    assert out.index("trace:") > 0 and "generate" in out and "TTFT (prefill)" in out and "TPOT" in out
+    assert "tokens in" in out and "reused" in out and "tokens out 12" in out
+
+    assert main(["ask", "--extractive", "anything"]) == 0
+    assert "No passages were retrieved" in capsys.readouterr().out
