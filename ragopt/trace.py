@@ -14,6 +14,8 @@ import numpy as np
 from pydantic import BaseModel, Field
 
 PERCENTILES = (50, 95, 99)
+# Per-request generation measurements that summaries report as distributions of their own.
+GENERATION_ATTRS = ("ttft_ms", "tpot_ms", "queue_ms", "reused_fraction", "tokens_per_s")
 
 
 def now_ms() -> float:
@@ -93,7 +95,7 @@ def summarize(traces: Iterable[Trace]) -> dict[str, dict[str, float]]:
         for s in trace.spans:
             if not s.skipped:
                 per_stage.setdefault(s.name, []).append(s.ms)
-            for key in ("ttft_ms", "tpot_ms", "queue_ms"):
+            for key in GENERATION_ATTRS:
                 if s.usage.attrs.get(key) is not None:
                     extra.setdefault(key, []).append(float(s.usage.attrs[key]))
     summary = {name: percentiles(v) for name, v in per_stage.items()}
