@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import itertools
 import re
+import unicodedata
+from functools import cache
 
 # A sentence ends at . ! or ? followed by space and an upper-case letter, digit or opening bracket/quote,
 # or at a blank line / bullet boundary. Good enough for prose, field dictionaries and runbooks.
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(\[])|\n\s*\n|\n(?=\s*(?:[-*•]|\d+[.)])\s)")
-_WORD = re.compile(r"\w+", re.UNICODE)
 _NON_SPACE = re.compile(r"\S+")
 
 
@@ -35,6 +37,24 @@ def word_spans(text: str) -> list[tuple[int, int]]:
     return [m.span() for m in _NON_SPACE.finditer(text)]
 
 
+@cache
+def _word_pattern() -> re.Pattern[str]:
+    """A word: a \\w character, then \\w characters or combining marks (Unicode category M). `\\w` alone
+    splits words at marks: Devanagari vowel signs, decomposed accents, the dot casefold leaves on İ."""
+    marks: list[str] = []
+    start = prev = -2
+    for cp in itertools.chain(range(0x300, 0x20000), range(0xE0100, 0xE01F0)):  # every mark lies here
+        if unicodedata.category(chr(cp))[0] != "M":
+            continue
+        if cp != prev + 1:
+            if start >= 0:
+                marks.append(f"{chr(start)}-{chr(prev)}")
+            start = cp
+        prev = cp
+    marks.append(f"{chr(start)}-{chr(prev)}")
+    return re.compile(rf"\w[\w{''.join(marks)}]*")
+
+
 def words(text: str) -> list[str]:
     """Unicode-aware lower-cased word tokens (casefold handles ß, Turkish dotless i and the like)."""
-    return _WORD.findall(text.casefold())
+    return _word_pattern().findall(text.casefold())
