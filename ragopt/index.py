@@ -152,8 +152,8 @@ def build_index(
     iid = index_id(corpus_fp, chunker, embedder)
     root = workspace / "indexes"
     final = root / iid
-    if iid in _open:
-        return BuildReport(_open[iid], True, 0, 0, time.perf_counter() - t0)
+    if os.path.abspath(final) in _open:
+        return BuildReport(_open[os.path.abspath(final)], True, 0, 0, time.perf_counter() - t0)
     if (final / "manifest.json").exists():
         index = open_index(final, store_config)
         return BuildReport(index, True, 0, 0, time.perf_counter() - t0)
@@ -200,9 +200,10 @@ def build_index(
 
 def open_index(path: Path, store_config: StoreConfig | None = None) -> Index:
     manifest = Manifest.model_validate(json.loads((path / "manifest.json").read_text(encoding="utf-8")))
-    if manifest.id not in _open:
-        _open[manifest.id] = Index(path, manifest, store_config)
-    return _open[manifest.id]
+    key = os.path.abspath(path)  # one Index per folder: the same corpus in another workspace is another index
+    if key not in _open:
+        _open[key] = Index(path, manifest, store_config)
+    return _open[key]
 
 
 def default_cache(workspace: Path) -> Cache:
