@@ -170,8 +170,13 @@ def build_index(
             f.write(c.model_dump_json() + "\n")
     collection = f"ragopt_{iid}" if store_config and store_config.url else COLLECTION
     store = QdrantStore(collection, str(tmp / "qdrant"), store_config)
-    store.create(encoded.vectors.shape[1])
-    store.upsert(chunks, encoded.vectors)
+    try:
+        store.create(encoded.vectors.shape[1])
+        store.upsert(chunks, encoded.vectors)
+    except BaseException:
+        store.close()  # never leave a client open on a folder that is about to be deleted
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
     store.close()  # local mode: release the folder before it is renamed
     manifest = Manifest(
         id=iid,
