@@ -36,12 +36,17 @@ def point_id(chunk_id: str) -> str:
     return str(uuid.uuid5(_POINT_NAMESPACE, chunk_id))
 
 
+def _stored_tenant(tenant: str | None) -> str:
+    """Only None means shared: a tenant named "" is a tenant (`or` would have made it everyone's)."""
+    return EVERYONE if tenant is None else tenant
+
+
 def permission_filter(query: Query) -> Any:
     from qdrant_client import models
 
     return models.Filter(
         must=[
-            models.FieldCondition(key="tenant", match=models.MatchAny(any=[query.tenant or EVERYONE, EVERYONE])),
+            models.FieldCondition(key="tenant", match=models.MatchAny(any=[_stored_tenant(query.tenant), EVERYONE])),
             models.FieldCondition(key="scopes", match=models.MatchAny(any=[*query.scopes, EVERYONE])),
         ]
     )
@@ -94,7 +99,7 @@ class QdrantStore:
                     payload={
                         "i": first_index + b + j,
                         "doc_id": c.doc_id,
-                        "tenant": c.tenant or EVERYONE,
+                        "tenant": _stored_tenant(c.tenant),
                         "scopes": list(c.scopes) or [EVERYONE],
                     },
                 )
