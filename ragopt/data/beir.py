@@ -7,30 +7,19 @@ and queries carry sentence evidence in their metadata, that evidence becomes cha
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any, Iterator
 
 from ragopt.data import EvalQuery, EvalSet, Evidence
+from ragopt.data.jsonl import read_lines
 from ragopt.errors import InputError
 from ragopt.types import Document, Query
 
 
 def read_jsonl(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
-    """(line number, object) per non-blank line; a malformed line is an InputError naming it."""
-    if not path.exists():
-        raise InputError("file not found", path=path)
-    with open(path, encoding="utf-8", newline=None) as f:
-        for n, line in enumerate(f, start=1):
-            if not line.strip():
-                continue
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise InputError(f"malformed JSON ({exc.msg})", path=path, line=n) from None
-            if not isinstance(obj, dict):
-                raise InputError("expected a JSON object", path=path, line=n)
-            yield n, obj
+    """(line number, object) per non-blank line; bad UTF-8, malformed JSON or a repeated key is an InputError."""
+    for where, obj in read_lines(path):
+        yield where.line, obj
 
 
 def _field(obj: dict[str, Any], name: str, path: Path, line: int) -> str:

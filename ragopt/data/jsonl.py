@@ -129,7 +129,7 @@ class _Where:
         return InputError(message, path=self.path, line=self.line, field=field)
 
 
-def _read_lines(path: Path) -> Iterator[tuple[_Where, dict[str, Any]]]:
+def read_lines(path: Path) -> Iterator[tuple[_Where, dict[str, Any]]]:
     """Each non-blank line of a UTF-8 JSONL file as (where it is, its JSON object)."""
     if not path.is_file():
         raise InputError("file not found", path=path)
@@ -203,7 +203,7 @@ def _check_access(tenant: str | None, scopes: list[str], where: _Where) -> None:
 def _load_corpus(path: Path) -> list[Document]:
     docs: dict[str, Document] = {}
     first_line: dict[str, int] = {}
-    for where, obj in _read_lines(path):
+    for where, obj in read_lines(path):
         row: _DocumentLine = _parse(_DocumentLine, obj, where)
         if row.id in first_line:
             raise where(f"duplicate document id {row.id!r} (first on line {first_line[row.id]})", "id")
@@ -220,7 +220,7 @@ def _load_corpus(path: Path) -> list[Document]:
 def _load_questions(path: Path, docs: dict[str, Document]) -> list[EvalQuery]:
     queries: list[EvalQuery] = []
     first_line: dict[str, int] = {}
-    for where, obj in _read_lines(path):
+    for where, obj in read_lines(path):
         row: _QuestionLine = _parse(_QuestionLine, obj, where)
         if row.id in first_line:
             raise where(f"duplicate question id {row.id!r} (first on line {first_line[row.id]})", "id")
