@@ -379,7 +379,7 @@ def plot_recall_curves(results: SweepResults) -> str | None:
     chunkers = [c for c in chunkers if c in curves]
     ncols = min(4, len(chunkers))
     nrows = math.ceil(len(chunkers) / ncols)
-    fig = Figure(figsize=(2.9 * ncols + 0.6, 2.7 * nrows + 0.7))
+    fig = Figure(figsize=(max(7.0, 2.9 * ncols + 0.6), 2.7 * nrows + 0.7) if ncols > 1 else (7.0, 3.6))
     axes = fig.subplots(nrows, ncols, sharey=True, squeeze=False)
     all_k = sorted({k for c in curves.values() for pts in c.values() for k in pts})
     recall_gates = [(g, v.threshold) for g, v in _gate_thresholds(results).items() if g.startswith("recall@")]
@@ -569,7 +569,7 @@ td.id { font-family: "DejaVu Sans Mono", ui-monospace, monospace; font-size: 11.
 td.nw { white-space: nowrap; }
 table.narrow { width: auto; min-width: 50%; border: 1px solid var(--line); }
 .plot { background: #fff; border: 1px solid var(--line); border-radius: 10px; padding: 12px; margin: 12px 0; }
-.plot svg { width: 100%; height: auto; display: block; }
+.plot svg { max-width: 100%; height: auto; display: block; margin: 0 auto; }
 .plot p { margin: 0 0 6px; color: var(--muted); font-size: 12.5px; }
 .tablewrap { overflow-x: auto; border: 1px solid var(--line); border-radius: 10px; }
 footer { margin-top: 36px; color: var(--muted); font-size: 12px; }
