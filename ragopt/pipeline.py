@@ -90,7 +90,12 @@ class Pipeline:
             deadline=None if deadline_s is None else time.monotonic() + deadline_s,
             on_token=on_token,
         )
-        trace = Trace(request_id=uuid.uuid4().hex[:12], query_id=query.id)
+        return self.run_state(state)
+
+    def run_state(self, state: RequestState) -> Result:
+        """Run the steps on a state that earlier stages already filled, e.g. candidates shared by several
+        fusion variants in a sweep; the trace covers only these steps."""
+        trace = Trace(request_id=uuid.uuid4().hex[:12], query_id=state.query.id)
         t0 = now_ms()
         for step in self.steps:
             state = self._run_step(step, state, trace, t0)

@@ -32,7 +32,12 @@ from ragopt.errors import InputError
 from ragopt.eval import metrics as M
 from ragopt.eval.gates import check_known, evaluate_gates, objective_for, select
 from ragopt.eval.results import COST_NAMES, Costs, DatasetInfo, ModelInfo, SweepResults, Trial, TrialParams, Versions
-from ragopt.eval.runner import QueryRun, run_queries
+from ragopt.pipeline import Pipeline, RequestState
+from ragopt.stages.embedding import EmbedQuery
+from ragopt.stages.fusion import Fuse
+from ragopt.stages.keyword import KeywordSearch
+from ragopt.stages.vector import VectorSearch
+from ragopt.types import Hit
 from ragopt.index import Index, build_index, corpus_fingerprint, default_cache, make_embedder
 from ragopt.stages.chunking import Chunker
 from ragopt.stages.embedding import Embedder
@@ -177,32 +182,70 @@ class _QueryEmbeddingTimer:
         return ms
 
 
-def _cached_runs(
-    index: Index, embedder: Embedder, evalset: EvalSet, config: RetrievalConfig, k: int, progress: bool
-) -> tuple[list[list[tuple[int, float]]], list[float]]:
-    """Per query: (chunk position, score) best first at depth k, and retrieval ms excluding query embedding."""
+def _shared_retrieval(
+    index: Index, embedder: Embedder, evalset: EvalSet, config: SweepConfig, depth: int, progress: bool
+) -> dict[str, Any]:
+    """Vector and BM25 candidates of every query at `depth`, run once per index and shared by every
+    retriever variant and K (both searches are exact, so a shorter list is the head of a longer one).
+    Per query: {"vector"/"bm25": [(chunk position, score), ...]} and the ms of each search. Cached."""
+    from tqdm import tqdm
+
+    kinds = {r for r in config.retrievers}
+    stages: list[Any] = []
+    if kinds & {"dense", "hybrid"}:
+        stages += [EmbedQuery(embedder), VectorSearch(index, depth)]
+    if kinds & {"bm25", "hybrid"}:
+        stages.append(KeywordSearch(index, config.bm25, depth))
     cache = default_cache(index.path.parent.parent)
     key = CacheKey(
-        namespace="sweep-run",
+        namespace="sweep-retrieval",
         model=embedder.fingerprint,
         kb_version=index.manifest.id,
         payload={
-            "retrieval": config.model_dump(mode="json"),
-            "k": k,
+            "stages": [st.name for st in stages],
+            "bm25": config.bm25.model_dump(mode="json"),
+            "depth": depth,
             "queries": fingerprint([q.query.model_dump(mode="json") for q in evalset.queries]),
         },
     )
     stored = cache.get(key)
     if stored is None:
-        runs: list[QueryRun] = run_queries(evalset, index, embedder, config, k, progress=progress)
+        pipeline = Pipeline(stages)
         position = index.positions
-        stored = {
-            "hits": [[(position[h.chunk.id], h.score) for h in r.hits] for r in runs],
-            "ms": [sum(s.ms for s in r.trace.spans if s.name != "embed") for r in runs],
-        }
+        stored = {name: [] for name in ("vector", "bm25", "vector_ms", "bm25_ms")}
+        for q in tqdm(evalset.queries, desc="retrieval", disable=not progress, leave=False):
+            result = pipeline.run(q.query)
+            for name, hits in result.state.candidates.items():
+                stored[name].append([(position[h.chunk.id], h.score) for h in hits])
+                stored[f"{name}_ms"].append(result.trace.span(name).ms)
         cache.set(key, stored)
     cache.close()
-    return stored["hits"], stored["ms"]
+    return stored
+
+
+def _variant_hits(
+    variant: RetrievalConfig, shared: dict[str, Any], index: Index, evalset: EvalSet, timer: _QueryEmbeddingTimer, k: int
+) -> tuple[list[list[tuple[int, float]]], list[float]]:
+    """One retriever variant's top-k per query and its per-query latency, from the shared candidates."""
+    if variant.retriever == "bm25":
+        return [h[:k] for h in shared["bm25"]], list(shared["bm25_ms"])
+    dense_ms = [e + v for e, v in zip(timer.ms, shared["vector_ms"])]
+    if variant.retriever == "dense":
+        return [h[:k] for h in shared["vector"]], dense_ms
+    fuse = Pipeline([Fuse(variant.fusion, k)])
+    position = index.positions
+    out, ms = [], []
+    for q, vec, kw, before in zip(evalset.queries, shared["vector"], shared["bm25"], dense_ms):
+        state = RequestState(query=q.query)
+        for name, found in (("vector", vec), ("bm25", kw)):
+            state.candidates[name] = [
+                Hit(chunk=index.chunks[i], score=score, rank=r, retriever=name)
+                for r, (i, score) in enumerate(found[: variant.fusion.depth if variant.fusion.depth > k else k], start=1)
+            ]
+        result = fuse.run_state(state)
+        out.append([(position[h.chunk.id], h.score) for h in result.hits])
+        ms.append(before + shared["bm25_ms"][len(ms)] + result.trace.total_ms)
+    return out, ms
 
 
 def run_sweep(
@@ -225,6 +268,7 @@ def run_sweep(
     timer = _QueryEmbeddingTimer(embedder, evalset)
     max_k = max(config.top_k)
     variants = config.retrieval_variants()
+    depth = max(max_k, config.fusion_depth if "hybrid" in config.retrievers else 0)
     trials: list[Trial] = []
     latencies: dict[str, list[float]] = {}
     chunkers = config.chunkers()
@@ -236,9 +280,9 @@ def run_sweep(
              + ("reused" if report.reused else f"built in {report.seconds:.1f} s, embedded {report.embedded} texts"))
         tokens = index.token_counts(Chunker(chunker_cfg, config.embedder))
         index_costs = {"index_build_s": m.build_s, "index_bytes": index.size_bytes(), "n_chunks": m.n_chunks}
+        shared = _shared_retrieval(index, embedder, evalset, config, depth, progress)
         for variant in variants:
-            hits, retrieval_ms = _cached_runs(index, embedder, evalset, variant, max_k, progress)
-            query_ms = retrieval_ms if variant.retriever == "bm25" else [a + b for a, b in zip(retrieval_ms, timer.ms)]
+            hits, query_ms = _variant_hits(variant, shared, index, evalset, timer, max_k)
             lat = percentiles(query_ms)
             for k in config.top_k:
                 top = [h[:k] for h in hits]
