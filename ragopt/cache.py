@@ -73,6 +73,14 @@ class Cache:
             for k, v in items:
                 self._store[k.digest()] = v
 
+    def evict(self, namespace: str) -> int:
+        """Drop every entry of one namespace (e.g. to re-measure instead of reusing); returns how many."""
+        prefix = f"{namespace}:"
+        doomed = [k for k in list(self._store.keys() if self.directory is None else self._store.iterkeys()) if str(k).startswith(prefix)]
+        for k in doomed:
+            del self._store[k]
+        return len(doomed)
+
     def close(self) -> None:
         if self.directory is not None:
             self._store.close()

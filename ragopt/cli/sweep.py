@@ -63,6 +63,10 @@ def load_config(args: argparse.Namespace):  # type: ignore[no-untyped-def]
     return validate(SweepConfig, data, source)
 
 
+def _num(value: float | None) -> float:
+    return float("nan") if value is None else float(value)
+
+
 def _int(value: str, flag: str) -> int:
     from ragopt.errors import InputError
 
@@ -77,12 +81,15 @@ def run(args: argparse.Namespace) -> int:
 
     from ragopt.data import load_evalset
     from ragopt.eval.bootstrap import compare_to_baseline
-    from ragopt.eval.gates import rank_trials
-    from ragopt.eval.report import write_outputs
+    from ragopt.eval.gates import is_cost, quality_metric, rank_trials
+    from ragopt.eval.report import closest_trial, write_outputs
     from ragopt.eval.results import SweepResults
     from ragopt.eval.sweep import run_sweep
 
     config = load_config(args)
+    if not config.gates:
+        print("warning: no quality gates, so every trial passes and the cheapest (smallest K) is selected; "
+              "add --gate, e.g. --gate 'recall@10>=0.9'", file=sys.stderr)
     evalset = load_evalset(config.dataset, split=config.split)
     out = Path(args.out)
     outcome = run_sweep(
@@ -98,8 +105,8 @@ def run(args: argparse.Namespace) -> int:
     paths = write_outputs(results, out, outcome.latencies)
 
     ranked = rank_trials(results.trials, results.gates, results.verdicts)
-    quality = [g.split(">")[0].split("<")[0] for g in results.gates if ">" in g] or ["ndcg@10"]
-    cols = list(dict.fromkeys([*quality, "recall@10", "ndcg@10"]))
+    gate_metrics = [v.metric for v in results.verdicts[ranked[0].id] if not is_cost(v.metric)]
+    cols = list(dict.fromkeys([quality_metric(results.gates), *gate_metrics, "recall@10", "ndcg@10"]))
     print(f"{evalset.name}: {len(evalset.documents)} documents, {len(evalset.queries)} queries, "
           f"{len(results.trials)} trials in {outcome.seconds:.1f} s")
     print(f"objective: {results.objective}")
@@ -108,8 +115,8 @@ def run(args: argparse.Namespace) -> int:
     print(header)
     for t in ranked[:TABLE_ROWS]:
         ok = "*" if t.id == results.selected else ("+" if all(v.passed for v in results.verdicts[t.id]) else " ")
-        vals = "".join(f"{(t.metrics.get(c) if t.metrics.get(c) is not None else float('nan')):>12.4f}" for c in cols)
-        print(f"  {ok:1} {t.id:<32}{vals}{t.costs.context_tokens:>10.0f}{t.costs.p95_ms:>9.2f}")
+        vals = "".join(f"{_num(t.metrics.get(c)):>12.4f}" for c in cols)
+        print(f"  {ok:1} {t.id:<32}{vals}{_num(t.costs.context_tokens):>10.0f}{_num(t.costs.p95_ms):>9.2f}")
     if len(ranked) > TABLE_ROWS:
         print(f"  ... {len(ranked) - TABLE_ROWS} more in {paths['csv']}")
     print(f"outputs: {', '.join(str(p) for p in paths.values())}")
@@ -119,7 +126,7 @@ def run(args: argparse.Namespace) -> int:
     else:
         code = 1
         print("no trial passes every gate:", file=sys.stderr)
-        best = ranked[0]
+        best = closest_trial(results)
         for v in results.verdicts[best.id]:
             if not v.passed:
                 print(f"  closest trial {best.id}: {v.message}", file=sys.stderr)

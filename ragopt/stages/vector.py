@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 import numpy as np
 
 from ragopt.config import StoreConfig
+from ragopt.errors import InputError
 from ragopt.pipeline import RequestState
 from ragopt.types import EVERYONE, Chunk, Hit, Query
 
@@ -67,7 +68,13 @@ class QdrantStore:
             if self.config.url:
                 _clients[key] = QdrantClient(url=self.config.url, api_key=self.config.api_key)
             else:
-                _clients[key] = QdrantClient(path=str(self.local_path))
+                try:
+                    _clients[key] = QdrantClient(path=str(self.local_path))
+                except RuntimeError as exc:  # local mode locks its folder against a second process
+                    raise InputError(
+                        f"{exc}; another ragopt process is using this workspace: wait for it, "
+                        "or give this run its own --workspace / RAGOPT_HOME", path=self.local_path,
+                    ) from None
         return _clients[key]
 
     def close(self) -> None:
