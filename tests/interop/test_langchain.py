@@ -3,6 +3,7 @@ its tenant; as_runnable invokes and batches str / Query / dict inputs, returning
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any
 
@@ -53,6 +54,8 @@ def test_retriever_k_batch_and_composition(tiny_index: Any) -> None:
     chain = retriever | RunnableLambda(lambda docs: " | ".join(d.metadata["doc_id"] for d in docs))
     assert chain.invoke("What is the Sicilian Defence in chess?").startswith("d8")
     assert retriever.run("How does a vaccine work?").trace.span("vector") is not None  # the trace stays reachable
+    async_docs = asyncio.run(retriever.ainvoke("How does a vaccine work?"))
+    assert [d.metadata["chunk_id"] for d in async_docs] == [d.metadata["chunk_id"] for d in retriever.invoke("How does a vaccine work?")]
 
 
 @pytest.fixture
