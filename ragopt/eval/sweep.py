@@ -45,6 +45,7 @@ from ragopt.trace import percentiles
 
 RANK_METRICS = ("recall", "ndcg", "mrr", "precision", "hit")
 PER_QUERY_ALWAYS = ("ndcg@10", "recall@10")
+CITATION_METRICS = ("citation_precision", "citation_recall", "citation_valid_share")
 
 
 class BaselineConfig(StrictModel):
@@ -70,6 +71,10 @@ class SweepConfig(StrictModel):
     fusion_depth: int = Field(100, gt=0)
     store: StoreConfig = StoreConfig()
     baseline: BaselineConfig | None = None
+    answers: Literal["none", "extractive"] = Field(
+        "none", description="answer every query from each trial's top-k with the extractive generator, scoring citations"
+    )
+    answer_metrics: list[str] = Field(default_factory=lambda: ["string_presence", "rouge_l"])
 
     @field_validator("top_k")
     @classmethod
@@ -114,9 +119,12 @@ class SweepConfig(StrictModel):
     def cutoffs(self) -> list[int]:
         return sorted(set(self.top_k) | {10})
 
-    def metric_names(self, with_spans: bool) -> list[str]:
+    def metric_names(self, with_spans: bool, with_references: bool) -> list[str]:
         names = [f"{m}@{k}" for m in RANK_METRICS for k in self.cutoffs()]
-        return names + ([f"span_recall@{k}" for k in self.cutoffs()] if with_spans else [])
+        names += [f"span_recall@{k}" for k in self.cutoffs()] if with_spans else []
+        if self.answers != "none":
+            names += list(CITATION_METRICS) + (list(self.answer_metrics) if with_references else [])
+        return names
 
 
 @dataclass
@@ -248,6 +256,33 @@ def _variant_hits(
     return out, ms
 
 
+def _answer_scores(
+    evalset: EvalSet, index: Index, top: list[list[tuple[int, float]]], config: SweepConfig, with_references: bool
+) -> dict[str, list[float | None]]:
+    """Answer each query from its top-k with the extractive generator; score its citations against the gold
+    evidence documents (else the relevant ones) and, where references exist, the answer text."""
+    from ragopt.eval.answers import AnswerSample, score_answers
+    from ragopt.eval.citations import citation_scores
+    from ragopt.stages.generate_extractive import ExtractiveGenerator
+
+    generator = ExtractiveGenerator()
+    scores: dict[str, list[float | None]] = {name: [] for name in CITATION_METRICS}
+    samples = []
+    for q, hits in zip(evalset.queries, top):
+        state = RequestState(query=q.query)
+        state.hits = [Hit(chunk=index.chunks[i], score=sc, rank=r, retriever="sweep") for r, (i, sc) in enumerate(hits, start=1)]
+        answer = generator.run(state).answer
+        gold = [e.doc_id for e in q.evidence] or [d for d, grade in q.relevance.items() if grade > 0]
+        cs = citation_scores(answer, gold)
+        scores["citation_precision"].append(cs.precision)
+        scores["citation_recall"].append(cs.recall)
+        scores["citation_valid_share"].append(cs.valid_share)
+        samples.append(AnswerSample(response=answer.text, reference=q.reference_answer))
+    if with_references:
+        scores.update(score_answers(samples, config.answer_metrics))
+    return {name: [float("nan") if v is None else v for v in values] for name, values in scores.items()}
+
+
 def run_sweep(
     evalset: EvalSet, config: SweepConfig, workspace: Path, *, progress: bool = True, runs_dir: Path | None = None
 ) -> SweepOutcome:
@@ -256,7 +291,12 @@ def run_sweep(
 
     t_start = time.perf_counter()
     with_spans = any(q.evidence and any(e.start is not None for e in q.evidence) for q in evalset.queries)
-    names = config.metric_names(with_spans)
+    with_references = any(q.reference_answer for q in evalset.queries)
+    names = config.metric_names(with_spans, with_references)
+    if config.answers != "none" and with_references:
+        from ragopt.eval.answers import check_metrics
+
+        check_metrics(config.answer_metrics)
     gates = check_known(config.gates, names + list(COST_NAMES))
     embedder = make_embedder(workspace, config.embedder)
     qids = [q.query.id for q in evalset.queries]
@@ -287,11 +327,14 @@ def run_sweep(
             for k in config.top_k:
                 top = [h[:k] for h in hits]
                 run = {qid: M.doc_ranking(index.chunks[i].doc_id for i, _ in t) for qid, t in zip(qids, top)}
-                per_query = M.evaluate_run(run, qrels, [n for n in names if not n.startswith("span_")], query_ids=qids)
+                rank_names = [n for n in names if "@" in n and not n.startswith("span_")]
+                per_query = M.evaluate_run(run, qrels, rank_names, query_ids=qids)
                 if with_spans:
                     spans = {qid: [(index.chunks[i].doc_id, index.chunks[i].start, index.chunks[i].end) for i, _ in t]
                              for qid, t in zip(qids, top)}
                     per_query.update(M.evaluate_spans(spans, evidence, config.cutoffs(), query_ids=qids))
+                if config.answers != "none":
+                    per_query.update(_answer_scores(evalset, index, top, config, with_references))
                 tid = trial_id(chunker_cfg, variant, k)
                 if runs_dir is not None:
                     _write_trec(runs_dir / f"{tid}.trec", tid, qids, top, index)
