@@ -26,7 +26,7 @@ from ragopt.stages.chunking import Chunker
 from ragopt.stages.embedding import Embedder
 from ragopt.stages.keyword import BM25Index
 from ragopt.stages.vector import QdrantStore
-from ragopt.types import Chunk, Document, Query, visible_to
+from ragopt.types import Chunk, Document, Hit, Query, visible_to
 
 COLLECTION = "chunks"
 
@@ -101,6 +101,10 @@ class Index:
         if key not in self._keyword:
             self._keyword[key] = BM25Index([c.indexed_text for c in self.chunks], config)
         return self._keyword[key]
+
+    def hits(self, found: Sequence[tuple[int, float]], retriever: str) -> list[Hit]:
+        """(chunk position, score) pairs, best first, as ranked hits."""
+        return [Hit(chunk=self.chunks[i], score=score, rank=r, retriever=retriever) for r, (i, score) in enumerate(found, start=1)]
 
     @cached_property
     def positions(self) -> dict[str, int]:

@@ -7,9 +7,10 @@ import re
 import unicodedata
 from functools import cache
 
-# A sentence ends at . ! or ? followed by space and an upper-case letter, digit or opening bracket/quote,
-# or at a blank line / bullet boundary. Good enough for prose, field dictionaries and runbooks.
-_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(\[])|\n\s*\n|\n(?=\s*(?:[-*•]|\d+[.)])\s)")
+# A sentence ends at . ! or ? (possibly followed by a closing quote or bracket) followed by space and an
+# upper-case letter, digit or opening bracket/quote, or at a line break: field dictionaries and runbooks put
+# one fact or step per line. Good enough for prose too.
+_SENTENCE_END = re.compile(r"(?:(?<=[.!?])|(?<=[.!?][\"')\]]))\s+(?=[A-Z0-9\"'(\[])|\s*\n\s*")
 _NON_SPACE = re.compile(r"\S+")
 
 
@@ -30,6 +31,10 @@ def sentence_spans(text: str) -> list[tuple[int, int]]:
         if e > s:
             out.append((s, e))
     return out
+
+
+def sentences(text: str) -> list[str]:
+    return [text[s:e] for s, e in sentence_spans(text)]
 
 
 def word_spans(text: str) -> list[tuple[int, int]]:

@@ -37,7 +37,6 @@ from ragopt.stages.embedding import EmbedQuery
 from ragopt.stages.fusion import Fuse
 from ragopt.stages.keyword import KeywordSearch
 from ragopt.stages.vector import VectorSearch
-from ragopt.types import Hit
 from ragopt.index import Index, build_index, corpus_fingerprint, default_cache, make_embedder
 from ragopt.stages.chunking import Chunker
 from ragopt.stages.embedding import Embedder
@@ -246,10 +245,7 @@ def _variant_hits(
     for q, vec, kw, before in zip(evalset.queries, shared["vector"], shared["bm25"], dense_ms):
         state = RequestState(query=q.query)
         for name, found in (("vector", vec), ("bm25", kw)):
-            state.candidates[name] = [
-                Hit(chunk=index.chunks[i], score=score, rank=r, retriever=name)
-                for r, (i, score) in enumerate(found[: variant.fusion.depth if variant.fusion.depth > k else k], start=1)
-            ]
+            state.candidates[name] = index.hits(found[: max(variant.fusion.depth, k)], name)
         result = fuse.run_state(state)
         out.append([(position[h.chunk.id], h.score) for h in result.hits])
         ms.append(before + shared["bm25_ms"][len(ms)] + result.trace.total_ms)
@@ -270,7 +266,7 @@ def _answer_scores(
     samples = []
     for q, hits in zip(evalset.queries, top):
         state = RequestState(query=q.query)
-        state.hits = [Hit(chunk=index.chunks[i], score=sc, rank=r, retriever="sweep") for r, (i, sc) in enumerate(hits, start=1)]
+        state.hits = index.hits(hits, "sweep")
         answer = generator.run(state).answer
         gold = [e.doc_id for e in q.evidence] or [d for d, grade in q.relevance.items() if grade > 0]
         cs = citation_scores(answer, gold)

@@ -18,6 +18,9 @@ from ragopt.text import sentence_spans, word_spans
 from ragopt.types import Chunk, Document
 
 TokenOffsets = Callable[[str], list[tuple[int, int]]]
+# Part of every chunker fingerprint: bump it when the cutting rules (here or in ragopt.text) change, so that
+# indexes chunked by the old rules are never reused as if they were current.
+CHUNKING_VERSION = 2
 
 
 class Chunker:
@@ -45,7 +48,13 @@ class Chunker:
         tok = "whitespace"
         if self.config.mode == "tokens" and self._tokenizer_file is not None:
             tok = hashlib.sha256(self._tokenizer_file.read_bytes()).hexdigest()[:16]
-        return fingerprint({"config": self.config.model_dump(mode="json"), "tokenizer": tok if self.config.mode == "tokens" else None})
+        return fingerprint(
+            {
+                "version": CHUNKING_VERSION,
+                "config": self.config.model_dump(mode="json"),
+                "tokenizer": tok if self.config.mode == "tokens" else None,
+            }
+        )
 
     @cached_property
     def token_offsets(self) -> TokenOffsets:

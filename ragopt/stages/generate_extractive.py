@@ -21,6 +21,7 @@ from ragopt.config import StrictModel
 from ragopt.pipeline import RequestState
 from ragopt.stages.citations import parse_citations
 from ragopt.stages.prompt import number_passages
+from ragopt.text import sentences
 from ragopt.types import Answer
 
 STOPWORDS = frozenset(
@@ -32,7 +33,6 @@ STOPWORDS = frozenset(
 )
 
 _WORD = re.compile(r"[a-z0-9]+(?:'[a-z]+)?")
-_SENTENCE_END = re.compile(r"(?<=[.!?])[\"')\]]*\s+(?=[A-Z0-9\"'(\[])|\n+")
 
 NO_CONTEXT_TEXT = "No passages were retrieved, so there is nothing to answer from."
 
@@ -47,10 +47,6 @@ def terms(text: str) -> list[str]:
             w = w[:-1]  # crude plural folding: "rivers" ~ "river"
         out.append(w)
     return out
-
-
-def split_sentences(text: str) -> list[str]:
-    return [s.strip() for s in _SENTENCE_END.split(text) if s and s.strip()]
 
 
 class ExtractiveConfig(StrictModel):
@@ -81,7 +77,7 @@ class ExtractiveGenerator:
         title_terms: dict[int, set[str]] = {}
         for p in passages:
             title_terms[p.number] = set(terms(p.hit.chunk.title))
-            for i, sentence in enumerate(split_sentences(p.text)):
+            for i, sentence in enumerate(sentences(p.text)):
                 candidates.append((p.number, i, sentence, set(terms(sentence))))
         q_terms = set(terms(state.query.text))
         df: dict[str, int] = {}

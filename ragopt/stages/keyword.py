@@ -17,7 +17,6 @@ import numpy as np
 from ragopt.config import BM25Config
 from ragopt.pipeline import RequestState
 from ragopt.text import words
-from ragopt.types import Hit
 
 if TYPE_CHECKING:
     from ragopt.index import Index
@@ -121,10 +120,5 @@ class KeywordSearch:
     def run(self, state: RequestState) -> RequestState:
         bm25 = self.index.keyword(self.config)
         found = bm25.search(state.query.text, self.k, self.index.allowed_mask(state.query))
-        hits = [
-            Hit(chunk=self.index.chunks[i], score=score, rank=r, retriever=self.name)
-            for r, (i, score) in enumerate(found, start=1)
-        ]
-        state.candidates[self.name] = hits
-        state.hits = hits
+        state.candidates[self.name] = state.hits = self.index.hits(found, self.name)
         return state

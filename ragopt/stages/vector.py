@@ -16,7 +16,7 @@ import numpy as np
 from ragopt.config import StoreConfig
 from ragopt.errors import InputError
 from ragopt.pipeline import RequestState
-from ragopt.types import EVERYONE, Chunk, Hit, Query
+from ragopt.types import EVERYONE, Chunk, Query
 
 if TYPE_CHECKING:
     from ragopt.index import Index
@@ -143,10 +143,5 @@ class VectorSearch:
             raise ValueError("vector search needs a query vector: put an EmbedQuery stage before it")
         flt = self.index.permission_query(state.query)
         found = self.index.store.search(state.query_vector, self.k, flt)
-        hits = [
-            Hit(chunk=self.index.chunks[i], score=score, rank=r, retriever=self.name)
-            for r, (i, score) in enumerate(found, start=1)
-        ]
-        state.candidates[self.name] = hits
-        state.hits = hits
+        state.candidates[self.name] = state.hits = self.index.hits(found, self.name)
         return state

@@ -74,7 +74,8 @@ def test_unicode_offsets_are_characters_not_bytes() -> None:
 def test_sentences_are_packed_whole_when_they_fit() -> None:
     chunker = tokens_chunker(40)
     sentences = sentence_spans(PROSE)
-    assert len(sentences) == 8
+    assert len(sentences) == 9  # "(Parenthetical ... count.)" ends before "The end."
+    assert PROSE[sentences[-2][0] : sentences[-2][1]] == "(Parenthetical sentences also count.)"
     starts, ends = {s for s, _ in sentences}, {e for _, e in sentences}
     chunks = chunker.chunk(doc())
     assert len(chunks) > 1

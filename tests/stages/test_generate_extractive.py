@@ -1,7 +1,8 @@
 from __future__ import annotations
 
 from ragopt.pipeline import Pipeline, RequestState, Step
-from ragopt.stages.generate_extractive import NO_CONTEXT_TEXT, ExtractiveConfig, ExtractiveGenerator, split_sentences
+from ragopt.stages.generate_extractive import NO_CONTEXT_TEXT, ExtractiveConfig, ExtractiveGenerator
+from ragopt.text import sentences
 from ragopt.types import Chunk, Hit, Query
 
 DOCS = [
@@ -68,7 +69,7 @@ def test_length_caps():
 
 
 def test_sentence_split():
-    assert split_sentences("One. Two? Three!\nFour 3.7 million.") == ["One.", "Two?", "Three!", "Four 3.7 million."]
+    assert sentences("One. Two? Three!\nFour 3.7 million.") == ["One.", "Two?", "Three!", "Four 3.7 million."]
 
 
 class Failing:
