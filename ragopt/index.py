@@ -172,16 +172,26 @@ def build_index(
     with open(tmp / "chunks.jsonl", "w", encoding="utf-8") as f:
         for c in chunks:
             f.write(c.model_dump_json() + "\n")
-    collection = f"ragopt_{iid}" if store_config and store_config.url else COLLECTION
-    store = QdrantStore(collection, str(tmp / "qdrant"), store_config)
+    # Local mode builds inside the temporary folder, published by renaming it; a server builds a collection
+    # of its own and publishes it by pointing the index's alias at it.
+    server = bool(store_config and store_config.url)
+    collection = f"ragopt_{iid}" if server else COLLECTION
+    build_name = f"{collection}_build{os.getpid()}" if server else COLLECTION
+    store = QdrantStore(build_name, str(tmp / "qdrant"), store_config)
     try:
         store.create(encoded.vectors.shape[1])
         store.upsert(chunks, encoded.vectors)
+        if server:
+            store.publish(collection)
     except BaseException:
-        store.close()  # never leave a client open on a folder that is about to be deleted
+        if server:
+            store.client.delete_collection(build_name)
+        else:
+            store.close()  # never leave a client open on a folder that is about to be deleted
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-    store.close()  # local mode: release the folder before it is renamed
+    if not server:
+        store.close()  # release the folder before it is renamed
     manifest = Manifest(
         id=iid,
         corpus_fingerprint=corpus_fp,

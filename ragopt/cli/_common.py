@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from ragopt.config import BM25Config, ChunkerConfig, EmbedderConfig, FusionConfig, RetrievalConfig
+from ragopt.config import BM25Config, ChunkerConfig, EmbedderConfig, FusionConfig, RetrievalConfig, StoreConfig
 from ragopt.errors import InputError
 
 
@@ -21,6 +21,7 @@ def add_chunking_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--whole-docs", action="store_true", help="one chunk per document (title + text); the default")
     p.add_argument("--chunk-overlap", type=int, default=0, help="tokens shared by neighbouring chunks")
     p.add_argument("--embedder", default=None, help="embedding model: a local path or hub name (default: all-MiniLM-L6-v2 from PyPI)")
+    p.add_argument("--qdrant-url", default=None, help="a Qdrant server (default: embedded local mode in the workspace)")
 
 
 def add_retriever_args(p: argparse.ArgumentParser) -> None:
@@ -41,6 +42,10 @@ def chunker_config(args: argparse.Namespace) -> ChunkerConfig:
 
 def embedder_config(args: argparse.Namespace) -> EmbedderConfig:
     return EmbedderConfig(model=args.embedder) if args.embedder else EmbedderConfig()
+
+
+def store_config(args: argparse.Namespace) -> StoreConfig:
+    return StoreConfig(url=args.qdrant_url)
 
 
 def retrieval_config(args: argparse.Namespace, top_k: int = 10) -> RetrievalConfig:
@@ -64,7 +69,7 @@ def build(args: argparse.Namespace, evalset, progress: bool = True):  # type: ig
 
     ws = workspace(args)
     embedder = make_embedder(ws, embedder_config(args))
-    report = build_index(evalset.documents, chunker_config(args), embedder, ws, progress=progress)
+    report = build_index(evalset.documents, chunker_config(args), embedder, ws, store_config=store_config(args), progress=progress)
     m = report.index.manifest
     state = "reused existing index" if report.reused else f"built index ({report.seconds:.1f} s)"
     print(

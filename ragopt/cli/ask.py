@@ -52,6 +52,7 @@ def _retrieval(args: argparse.Namespace) -> list:
         _common.retrieval_config(args, args.top_k),
         chunker=_common.chunker_config(args),
         embedder_config=_common.embedder_config(args),
+        store=_common.store_config(args),
     )
 
 

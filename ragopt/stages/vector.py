@@ -65,8 +65,8 @@ class QdrantStore:
 
         key = self.config.url or str(self.local_path)
         if key not in _clients:
-            if self.config.url:
-                _clients[key] = QdrantClient(url=self.config.url, api_key=self.config.api_key)
+            if self.config.url:  # a server URL, or ":memory:" for an in-process stand-in with the same API
+                _clients[key] = QdrantClient(location=self.config.url, api_key=self.config.api_key)
             else:
                 try:
                     _clients[key] = QdrantClient(path=str(self.local_path))
@@ -94,6 +94,21 @@ class QdrantStore:
         if self.config.url:  # a server filters through payload indexes; local mode has none
             for field in ("tenant", "scopes"):
                 self.client.create_payload_index(self.collection, field, models.PayloadSchemaType.KEYWORD)
+
+    def publish(self, alias: str) -> bool:
+        """Server mode: point `alias` at this (fully built) collection in one atomic operation. False when
+        another process published the same index first; this collection is then dropped."""
+        from qdrant_client import models
+
+        if any(a.alias_name == alias for a in self.client.get_aliases().aliases):
+            self.client.delete_collection(self.collection)
+            return False
+        self.client.update_collection_aliases(
+            change_aliases_operations=[
+                models.CreateAliasOperation(create_alias=models.CreateAlias(collection_name=self.collection, alias_name=alias))
+            ]
+        )
+        return True
 
     def upsert(self, chunks: Sequence[Chunk], vectors: np.ndarray, first_index: int = 0, batch: int = 512) -> None:
         from qdrant_client import models
