@@ -143,12 +143,13 @@ def build_index(
     docs: Sequence[Document],
     chunker_config: ChunkerConfig,
     embedder: Embedder,
-    workspace: Path,
+    workspace: str | Path,
     *,
     store_config: StoreConfig | None = None,
     progress: bool = True,
 ) -> BuildReport:
     t0 = time.perf_counter()
+    workspace = Path(workspace)
     if not docs:
         raise InputError("the corpus is empty: nothing to index")
     chunker = Chunker(chunker_config, embedder.config)
@@ -225,9 +226,9 @@ def open_index(path: Path, store_config: StoreConfig | None = None) -> Index:
     return _open[key]
 
 
-def default_cache(workspace: Path) -> Cache:
-    return Cache(workspace / "cache")
+def default_cache(workspace: str | Path) -> Cache:
+    return Cache(Path(workspace) / "cache")
 
 
-def make_embedder(workspace: Path, config: EmbedderConfig | None = None) -> Embedder:
+def make_embedder(workspace: str | Path, config: EmbedderConfig | None = None) -> Embedder:
     return Embedder(config or EmbedderConfig(), default_cache(workspace))
