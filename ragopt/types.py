@@ -16,7 +16,16 @@ def _as_sorted_tuple(value: Any) -> tuple[str, ...]:
         return ()
     if isinstance(value, str):
         value = [value]
-    return tuple(sorted({str(v) for v in value}))
+    scopes = tuple(sorted({str(v) for v in value}))
+    if EVERYONE in scopes:
+        raise ValueError(f"{EVERYONE!r} is reserved for shared data and cannot be a scope")
+    return scopes
+
+
+def _real_tenant(value: Any) -> Any:
+    if value == EVERYONE:
+        raise ValueError(f"{EVERYONE!r} is reserved for shared data and cannot be a tenant; use None")
+    return value
 
 
 class Document(BaseModel):
@@ -32,6 +41,7 @@ class Document(BaseModel):
     scopes: tuple[str, ...] = ()
 
     _norm_scopes = field_validator("scopes", mode="before")(_as_sorted_tuple)
+    _check_tenant = field_validator("tenant", mode="before")(_real_tenant)
 
     @classmethod
     def from_langchain(cls, doc: Any, id_key: str = "id") -> "Document":
@@ -91,6 +101,7 @@ class Query(BaseModel):
     history: list[Turn] = Field(default_factory=list)
 
     _norm_scopes = field_validator("scopes", mode="before")(_as_sorted_tuple)
+    _check_tenant = field_validator("tenant", mode="before")(_real_tenant)
 
 
 def visible_to(tenant: str | None, scopes: tuple[str, ...], query: Query) -> bool:

@@ -87,3 +87,15 @@ def test_query_history_and_hit() -> None:
         Query(text="q", history=[{"role": "robot", "content": "x"}])  # type: ignore[list-item]
     hit = Hit(chunk=Chunk(id="c", doc_id="d", start=0, end=1, text="t"), score=0.5, rank=1, retriever="bm25")
     assert Hit.model_validate_json(hit.model_dump_json()) == hit
+
+
+def test_the_shared_marker_is_neither_a_tenant_nor_a_scope() -> None:
+    import pydantic
+
+    from ragopt.types import EVERYONE, Document, Query
+
+    for bad in ({"tenant": EVERYONE}, {"scopes": ["ops", EVERYONE]}):
+        with pytest.raises(pydantic.ValidationError, match="reserved"):
+            Document(id="d", text="t", **bad)
+        with pytest.raises(pydantic.ValidationError, match="reserved"):
+            Query(text="q", **bad)
