@@ -2,7 +2,8 @@
 
 Building one that exists is a no-op. A build writes into a temporary folder and publishes it with one
 atomic rename, so an interrupted build never leaves a half index that a later run would pick up; the
-embeddings it finished stay in the cache, so the re-run only embeds what is left.
+embeddings it finished stay in the cache, so the re-run only embeds what is left. An index built for BM25
+alone holds no vectors; the first dense use embeds and publishes them, again atomically (`ensure_vectors`).
 """
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ class Manifest(BaseModel):
     normalize: bool
     n_documents: int
     n_chunks: int
-    dim: int
+    dim: int | None  # None until vectors are published
     has_tenants: bool
     has_scopes: bool
     build_s: float
@@ -55,7 +56,7 @@ class Manifest(BaseModel):
 @dataclass
 class BuildReport:
     index: "Index"
-    reused: bool  # the index already existed: nothing was built
+    reused: bool  # nothing was built: the index (and its vectors, where wanted) existed
     embedded: int  # texts the model actually embedded in this run
     cache_hits: int
     seconds: float
@@ -102,6 +103,31 @@ class Index:
             self._keyword[key] = BM25Index([c.indexed_text for c in self.chunks], config)
         return self._keyword[key]
 
+    def ensure_vectors(self, embedder: Embedder, *, progress: bool = True) -> tuple[int, int]:
+        """Embed and publish this index's vectors if it has none yet; returns (texts embedded, cache hits).
+        Local vectors are built beside the index and renamed into place, then the manifest is replaced."""
+        if self.manifest.dim is not None:
+            return 0, 0
+        t0 = time.perf_counter()
+        staging = self.path / f".vectors-{os.getpid()}"
+        shutil.rmtree(staging, ignore_errors=True)
+        staging.mkdir()
+        try:
+            dim, embedded, hits = _write_vectors(
+                self.chunks, embedder, staging, self.manifest.collection, self.store.config, progress
+            )
+            if (staging / "qdrant").exists():
+                self.store.close()
+                shutil.rmtree(self.path / "qdrant", ignore_errors=True)  # left by a run that died mid-publish
+                os.rename(staging / "qdrant", self.path / "qdrant")
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+        self.manifest = self.manifest.model_copy(update={"dim": dim, "build_s": self.manifest.build_s + time.perf_counter() - t0})
+        tmp = self.path / f"manifest.json.{os.getpid()}"
+        tmp.write_text(self.manifest.model_dump_json(indent=2), encoding="utf-8")
+        os.replace(tmp, self.path / "manifest.json")
+        return embedded, hits
+
     def hits(self, found: Sequence[tuple[int, float]], retriever: str) -> list[Hit]:
         """(chunk position, score) pairs, best first, as ranked hits."""
         return [Hit(chunk=self.chunks[i], score=score, rank=r, retriever=retriever) for r, (i, score) in enumerate(found, start=1)]
@@ -147,7 +173,9 @@ def build_index(
     *,
     store_config: StoreConfig | None = None,
     progress: bool = True,
+    dense: bool = True,
 ) -> BuildReport:
+    """Build (or reuse) the index; `dense=False` skips embedding when only BM25 will search it."""
     t0 = time.perf_counter()
     workspace = Path(workspace)
     if not docs:
@@ -155,44 +183,25 @@ def build_index(
     chunker = Chunker(chunker_config, embedder.config)
     corpus_fp = corpus_fingerprint(docs)
     iid = index_id(corpus_fp, chunker, embedder)
-    root = workspace / "indexes"
-    final = root / iid
-    if os.path.abspath(final) in _open:
-        return BuildReport(_open[os.path.abspath(final)], True, 0, 0, time.perf_counter() - t0)
+    final = workspace / "indexes" / iid
     if (final / "manifest.json").exists():
         index = open_index(final, store_config)
-        return BuildReport(index, True, 0, 0, time.perf_counter() - t0)
+        embedded, hits = index.ensure_vectors(embedder, progress=progress) if dense else (0, 0)
+        return BuildReport(index, embedded + hits == 0, embedded, hits, time.perf_counter() - t0)
 
     chunks = chunker.chunk_all(docs)
-    encoded = embedder.encode(
-        [c.indexed_text for c in chunks], [(c.tenant, c.scopes) for c in chunks], progress=progress
-    )
-    tmp = root / f".tmp-{iid}-{os.getpid()}"
+    tmp = final.parent / f".tmp-{iid}-{os.getpid()}"
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
-    with open(tmp / "chunks.jsonl", "w", encoding="utf-8") as f:
-        for c in chunks:
-            f.write(c.model_dump_json() + "\n")
-    # Local mode builds inside the temporary folder, published by renaming it; a server builds a collection
-    # of its own and publishes it by pointing the index's alias at it.
-    server = bool(store_config and store_config.url)
-    collection = f"ragopt_{iid}" if server else COLLECTION
-    build_name = f"{collection}_build{os.getpid()}" if server else COLLECTION
-    store = QdrantStore(build_name, str(tmp / "qdrant"), store_config)
     try:
-        store.create(encoded.vectors.shape[1])
-        store.upsert(chunks, encoded.vectors)
-        if server:
-            store.publish(collection)
+        with open(tmp / "chunks.jsonl", "w", encoding="utf-8") as f:
+            for c in chunks:
+                f.write(c.model_dump_json() + "\n")
+        collection = collection_name(iid, store_config)
+        dim, embedded, hits = _write_vectors(chunks, embedder, tmp, collection, store_config, progress) if dense else (None, 0, 0)
     except BaseException:
-        if server:
-            store.client.delete_collection(build_name)
-        else:
-            store.close()  # never leave a client open on a folder that is about to be deleted
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-    if not server:
-        store.close()  # release the folder before it is renamed
     manifest = Manifest(
         id=iid,
         corpus_fingerprint=corpus_fp,
@@ -203,7 +212,7 @@ def build_index(
         normalize=embedder.config.normalize,
         n_documents=len(docs),
         n_chunks=len(chunks),
-        dim=int(encoded.vectors.shape[1]),
+        dim=dim,
         has_tenants=any(c.tenant is not None for c in chunks),
         has_scopes=any(c.scopes for c in chunks),
         build_s=time.perf_counter() - t0,
@@ -215,7 +224,40 @@ def build_index(
     except OSError:  # another process published the same index first; theirs is identical
         shutil.rmtree(tmp, ignore_errors=True)
     index = open_index(final, store_config)
-    return BuildReport(index, False, encoded.misses, encoded.hits, time.perf_counter() - t0)
+    return BuildReport(index, False, embedded, hits, time.perf_counter() - t0)
+
+
+def collection_name(iid: str, store_config: StoreConfig | None) -> str:
+    return f"ragopt_{iid}" if store_config and store_config.url else COLLECTION
+
+
+def _write_vectors(
+    chunks: Sequence[Chunk],
+    embedder: Embedder,
+    folder: Path,
+    collection: str,
+    store_config: StoreConfig | None,
+    progress: bool,
+) -> tuple[int, int, int]:
+    """Embed the chunks (cached) and store them: local mode in `folder/qdrant`, a server in a collection of
+    its own published by pointing the `collection` alias at it. Returns (dim, texts embedded, cache hits)."""
+    encoded = embedder.encode([c.indexed_text for c in chunks], [(c.tenant, c.scopes) for c in chunks], progress=progress)
+    server = bool(store_config and store_config.url)
+    build_name = f"{collection}_build{os.getpid()}" if server else collection
+    store = QdrantStore(build_name, str(folder / "qdrant"), store_config)
+    try:
+        store.create(encoded.vectors.shape[1])
+        store.upsert(chunks, encoded.vectors)
+        if server:
+            store.publish(collection)
+    except BaseException:
+        if server:
+            store.client.delete_collection(build_name)
+        raise
+    finally:
+        if not server:
+            store.close()  # release the folder: it is about to be renamed or deleted
+    return int(encoded.vectors.shape[1]), encoded.misses, encoded.hits
 
 
 def open_index(path: Path, store_config: StoreConfig | None = None) -> Index:

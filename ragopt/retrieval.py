@@ -16,6 +16,8 @@ from ragopt.stages.vector import VectorSearch
 def retrieval_stages(index: Index, embedder: Embedder, config: RetrievalConfig, k: int | None = None) -> list[Stage]:
     """Stages that leave the best `k` (default `config.top_k`) hits in `state.hits`."""
     k = k or config.top_k
+    if config.retriever != "bm25":
+        index.ensure_vectors(embedder)
     if config.retriever == "dense":
         return [EmbedQuery(embedder), VectorSearch(index, k)]
     if config.retriever == "bm25":
@@ -42,5 +44,8 @@ def build_retrieval_stages(
 
     evalset = load_evalset(dataset)
     embedder = make_embedder(workspace, embedder_config)
-    report = build_index(evalset.documents, chunker or ChunkerConfig(), embedder, workspace, store_config=store)
-    return retrieval_stages(report.index, embedder, config or RetrievalConfig())
+    config = config or RetrievalConfig()
+    report = build_index(
+        evalset.documents, chunker or ChunkerConfig(), embedder, workspace, store_config=store, dense=config.retriever != "bm25"
+    )
+    return retrieval_stages(report.index, embedder, config)

@@ -99,3 +99,28 @@ def test_reopening_a_published_index_and_deterministic_point_ids(tiny_beir: Path
 def test_an_empty_corpus_is_an_input_error(workspace: Path) -> None:
     with pytest.raises(InputError, match="empty"):
         build_index([], ChunkerConfig(), make_embedder(workspace), workspace, progress=False)
+
+
+def test_a_bm25_only_index_embeds_nothing_until_a_dense_search_needs_vectors(tiny_beir: Path, workspace: Path) -> None:
+    from ragopt.config import RetrievalConfig
+    from ragopt.pipeline import Pipeline
+    from ragopt.retrieval import retrieval_stages
+    from ragopt.types import Query
+
+    docs = load_beir(tiny_beir).documents
+    embedder = make_embedder(workspace)
+    lexical = build_index(docs, ChunkerConfig(mode="whole"), embedder, workspace, progress=False, dense=False)
+    index = lexical.index
+    assert lexical.embedded == 0 and index.manifest.dim is None and not (index.path / "qdrant").exists()
+    hits = Pipeline(retrieval_stages(index, embedder, RetrievalConfig(retriever="bm25", top_k=3))).run("bee hive eggs").hits
+    assert hits[0].chunk.doc_id == "d3"
+    assert "model" not in embedder.__dict__  # the embedding model was never loaded
+
+    dense = build_index(docs, ChunkerConfig(mode="whole"), embedder, workspace, progress=False, dense=True)
+    assert dense.index is index and not dense.reused and dense.embedded == len(docs)
+    assert open_index(index.path).manifest.dim == 384 and index.store.count() == len(docs)
+    hits = Pipeline(retrieval_stages(index, embedder, RetrievalConfig(retriever="dense", top_k=3))).run("bee hive eggs").hits
+    assert hits[0].chunk.doc_id == "d3"
+    again = build_index(docs, ChunkerConfig(mode="whole"), embedder, workspace, progress=False, dense=True)
+    assert again.reused and again.embedded == 0
+    assert published(workspace) == [index.path] and sorted(p.name for p in index.path.iterdir() if p.name.startswith(".")) == []

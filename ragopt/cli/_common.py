@@ -63,13 +63,14 @@ def workspace(args: argparse.Namespace) -> Path:
     return workspace_dir(args.workspace)
 
 
-def build(args: argparse.Namespace, evalset, progress: bool = True):  # type: ignore[no-untyped-def]
-    """Build or reuse the index for the dataset and chunking flags; say what happened on stderr."""
+def build(args: argparse.Namespace, evalset, progress: bool = True, dense: bool = True):  # type: ignore[no-untyped-def]
+    """Build or reuse the index for the dataset and chunking flags (without vectors unless `dense`); say
+    what happened on stderr."""
     from ragopt.index import build_index, make_embedder
 
     ws = workspace(args)
     embedder = make_embedder(ws, embedder_config(args))
-    report = build_index(evalset.documents, chunker_config(args), embedder, ws, store_config=store_config(args), progress=progress)
+    report = build_index(evalset.documents, chunker_config(args), embedder, ws, store_config=store_config(args), progress=progress, dense=dense)
     m = report.index.manifest
     state = "reused existing index" if report.reused else f"built index ({report.seconds:.1f} s)"
     print(

@@ -30,7 +30,7 @@ def run(args: argparse.Namespace) -> int:
     from ragopt.trace import summarize, write_jsonl
 
     evalset = load_evalset(args.dataset, split=args.split)
-    report, embedder = _common.build(args, evalset, progress=not args.json)
+    report, embedder = _common.build(args, evalset, progress=not args.json, dense=args.retriever != "bm25")
     config = _common.retrieval_config(args)
     depth = chunk_depth(report.index, DOCS_PER_QUERY)
     runs = run_queries(evalset, report.index, embedder, config, depth, progress=sys.stderr.isatty())

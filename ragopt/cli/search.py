@@ -26,7 +26,7 @@ def run(args: argparse.Namespace) -> int:
     from ragopt.types import Query
 
     evalset = load_evalset(args.dataset, split=args.split)
-    report, embedder = _common.build(args, evalset)
+    report, embedder = _common.build(args, evalset, dense=args.retriever != "bm25")
     stages = retrieval_stages(report.index, embedder, _common.retrieval_config(args, args.top_k))
     result = Pipeline(stages).run(Query(text=args.query, tenant=args.tenant, scopes=args.scope))
     for h in result.hits:

@@ -118,4 +118,5 @@ def load_beir(folder: str | Path, split: str = "test") -> EvalSet:
                 evidence=evidence,
             )
         )
-    return EvalSet(name=folder.name, source=str(folder), documents=corpus, queries=queries)
+    name = folder.parent.name if folder.name == "beir_format" else folder.name  # HotpotQA's conversion folder
+    return EvalSet(name=name, source=str(folder), documents=corpus, queries=queries)

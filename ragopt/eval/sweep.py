@@ -309,7 +309,10 @@ def run_sweep(
     latencies: dict[str, list[float]] = {}
     chunkers = config.chunkers()
     for chunker_cfg in tqdm(chunkers, desc="chunkers", disable=not progress):
-        report = build_index(evalset.documents, chunker_cfg, embedder, workspace, store_config=config.store, progress=progress)
+        report = build_index(
+            evalset.documents, chunker_cfg, embedder, workspace, store_config=config.store, progress=progress,
+            dense=bool({"dense", "hybrid"} & set(config.retrievers)),
+        )
         index = report.index
         m = index.manifest
         _log(f"index {m.id} ({m.chunker.label}): {m.n_chunks} chunks, "
