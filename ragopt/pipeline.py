@@ -46,7 +46,11 @@ class Stage(Protocol):
 
 @dataclass
 class Step:
-    """A stage plus how the core treats its failure: `fallback` runs instead; `required=False` skips it visibly."""
+    """A stage plus how the core treats its failure: `fallback` runs instead; `required=False` skips it visibly.
+
+    The fallback gets the request state as the failed stage left it (a generator that failed after writing
+    `state.prompt` leaves that prompt); the failure itself is recorded in `trace.degraded`.
+    """
 
     stage: Stage
     fallback: Stage | None = None
