@@ -20,12 +20,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--workspace", default=None, help="where indexes and caches live (default: $RAGOPT_HOME or ./.ragopt)")
     subparsers = parser.add_subparsers(dest="command", required=True)
     for name in SUBCOMMANDS:
-        try:
-            module = importlib.import_module(f"ragopt.cli.{name}")
-        except ModuleNotFoundError as exc:
-            if exc.name == f"ragopt.cli.{name}":
-                continue  # that capability is not built yet
-            raise
+        module = importlib.import_module(f"ragopt.cli.{name}")
         sub = module.register(subparsers)
         sub.set_defaults(handler=module.run)
     return parser

@@ -26,7 +26,7 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
 def run(args: argparse.Namespace) -> int:
     from ragopt.data import load_evalset
     from ragopt.eval.metrics import evaluate_run, mean
-    from ragopt.eval.runner import chunk_depth, run_queries, write_trec_run
+    from ragopt.eval.runner import chunk_depth, run_queries, write_trec
     from ragopt.trace import summarize, write_jsonl
 
     evalset = load_evalset(args.dataset, split=args.split)
@@ -41,7 +41,7 @@ def run(args: argparse.Namespace) -> int:
     summary = summarize(r.trace for r in runs)
     tag = f"ragopt-{config.retriever}" + (f"-{config.fusion.method}" if config.retriever == "hybrid" else "")
     if args.save_run:
-        write_trec_run(runs, args.save_run, tag, DOCS_PER_QUERY)
+        write_trec(args.save_run, tag, ((r.query_id, r.doc_scores(DOCS_PER_QUERY)) for r in runs))
     if args.traces:
         write_jsonl((r.trace for r in runs), args.traces)
     out = {

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Iterable
 from pathlib import Path
 
 from ragopt.config import RetrievalConfig
@@ -23,11 +24,16 @@ class QueryRun:
     trace: Trace
 
     def doc_scores(self, limit: int | None = None) -> list[tuple[str, float]]:
-        """Documents ranked by their best chunk (hits are sorted, so the first chunk of a doc is its best)."""
-        seen: dict[str, float] = {}
-        for h in self.hits:
-            seen.setdefault(h.chunk.doc_id, h.score)
-        return list(seen.items())[:limit]
+        return best_per_doc(((h.chunk.doc_id, h.score) for h in self.hits), limit)
+
+
+def best_per_doc(chunk_scores: Iterable[tuple[str, float]], limit: int | None = None) -> list[tuple[str, float]]:
+    """(doc id, score) of each document once, scored by its best chunk; the input is sorted best first, so
+    a document's first chunk is its best."""
+    best: dict[str, float] = {}
+    for doc_id, score in chunk_scores:
+        best.setdefault(doc_id, score)
+    return list(best.items())[:limit]
 
 
 def chunk_depth(index: Index, docs_wanted: int) -> int:
@@ -48,9 +54,10 @@ def run_queries(
     return [QueryRun(q.query.id, r.hits, r.trace) for q, r in zip(evalset.queries, results)]
 
 
-def write_trec_run(runs: list[QueryRun], path: str | Path, tag: str, depth: int = 100) -> None:
-    """TREC run format: `qid Q0 docid rank score tag`, `depth` documents per query."""
+def write_trec(path: str | Path, tag: str, rankings: Iterable[tuple[str, Iterable[tuple[str, float]]]]) -> None:
+    """TREC run format, `qid Q0 docid rank score tag`, from (query id, [(doc id, score), ...] best first)."""
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
     with open(path, "w", encoding="utf-8") as f:
-        for run in runs:
-            for rank, (doc_id, score) in enumerate(run.doc_scores(depth), start=1):
-                f.write(f"{run.query_id} Q0 {doc_id} {rank} {score:.6f} {tag}\n")
+        for qid, docs in rankings:
+            for rank, (doc_id, score) in enumerate(docs, start=1):
+                f.write(f"{qid} Q0 {doc_id} {rank} {score:.6f} {tag}\n")

@@ -37,6 +37,7 @@ from ragopt.stages.embedding import EmbedQuery
 from ragopt.stages.fusion import Fuse
 from ragopt.stages.keyword import KeywordSearch
 from ragopt.stages.vector import VectorSearch
+from ragopt.eval.runner import best_per_doc, write_trec
 from ragopt.index import Index, build_index, corpus_fingerprint, default_cache, make_embedder
 from ragopt.stages.chunking import Chunker
 from ragopt.stages.embedding import Embedder
@@ -336,7 +337,7 @@ def run_sweep(
                     per_query.update(_answer_scores(evalset, index, top, config, with_references))
                 tid = trial_id(chunker_cfg, variant, k)
                 if runs_dir is not None:
-                    _write_trec(runs_dir / f"{tid}.trec", tid, qids, top, index)
+                    write_trec(runs_dir / f"{tid}.trec", tid, zip(qids, (best_per_doc((index.chunks[i].doc_id, sc) for i, sc in t) for t in top)))
                 trials.append(
                     Trial(
                         id=tid,
@@ -378,14 +379,3 @@ def run_sweep(
     return SweepOutcome(results, latencies, reasons, time.perf_counter() - t_start)
 
 
-
-def _write_trec(path: Path, tag: str, qids: list[str], top: list[list[tuple[int, float]]], index: Index) -> None:
-    """TREC run format; a document's score is its best chunk's score."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "w", encoding="utf-8") as f:
-        for qid, hits in zip(qids, top):
-            best: dict[str, float] = {}
-            for i, score in hits:
-                best.setdefault(index.chunks[i].doc_id, score)
-            for rank, (doc_id, score) in enumerate(best.items(), start=1):
-                f.write(f"{qid} Q0 {doc_id} {rank} {score:.6f} {tag}\n")
