@@ -7,6 +7,7 @@ embedded once and cached, and each (index, retriever) run cached, so a warm re-r
 
 from __future__ import annotations
 
+import re
 import sys
 import time
 from dataclasses import dataclass, field
@@ -117,7 +118,9 @@ class SweepConfig(StrictModel):
         return variants
 
     def cutoffs(self) -> list[int]:
-        return sorted(set(self.top_k) | {10})
+        """Every K a metric is reported at: the top_k values, 10, and any K a gate names."""
+        gate_ks = {int(k) for g in self.gates for k in re.findall(r"@(\d+)", g)}
+        return sorted(set(self.top_k) | {10} | gate_ks)
 
     def metric_names(self, with_spans: bool, with_references: bool) -> list[str]:
         names = [f"{m}@{k}" for m in RANK_METRICS for k in self.cutoffs()]
