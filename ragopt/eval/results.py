@@ -16,8 +16,9 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from ragopt.config import validate
 from ragopt.errors import InputError
 
 SCHEMA_VERSION = 1
@@ -231,9 +232,4 @@ class SweepResults(_Model):
                 path=path,
                 field="schema_version",
             )
-        try:
-            return cls.model_validate(data)
-        except ValidationError as exc:
-            err = exc.errors()[0]
-            key = ".".join(str(p) for p in err["loc"]) or "(top level)"
-            raise InputError(err["msg"], path=path, field=key) from None
+        return validate(cls, data, path)

@@ -29,7 +29,6 @@ from ragopt.config import (
     fingerprint,
 )
 from ragopt.data import EvalSet
-from ragopt.errors import InputError
 from ragopt.eval import metrics as M
 from ragopt.eval.gates import check_known, evaluate_gates, objective_for, select
 from ragopt.eval.results import COST_NAMES, Costs, DatasetInfo, ModelInfo, SweepResults, Trial, TrialParams, Versions
