@@ -22,6 +22,7 @@ if str(Path(__file__).parent) not in sys.path:
     sys.path.insert(0, str(Path(__file__).parent))
 
 from fixtures.tiny_corpus import write_beir  # noqa: E402
+from fixtures.tiny_gguf import build_tiny_gguf  # noqa: E402
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -71,3 +72,10 @@ def tiny_index(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     report = build_index(evalset.documents, ChunkerConfig(mode="whole"), embedder, root / "ws", progress=False)
     yield report.index, embedder
     report.index.store.close()
+
+
+@pytest.fixture(scope="session")
+def tiny_gguf(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A tiny random-weight llama-architecture GGUF, built with the `gguf` package (see fixtures/tiny_gguf.py)."""
+    pytest.importorskip("gguf")
+    return build_tiny_gguf(tmp_path_factory.mktemp("gguf") / "tiny-llama.gguf")

@@ -3,17 +3,15 @@
 from __future__ import annotations
 
 import re
-import sys
 from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from fixtures.tiny_gguf import HEAD_DIM, KV_BYTES_PER_TOKEN_F16, N_HEAD, N_HEAD_KV, N_LAYER, tiny_gguf  # noqa: E402,F401
+from fixtures.tiny_gguf import HEAD_DIM, KV_BYTES_PER_TOKEN_F16, N_HEAD, N_HEAD_KV, N_LAYER
 
-from ragopt import capacity as cap  # noqa: E402
-from ragopt.cli import main  # noqa: E402
-from ragopt.gguf_meta import default_model_path, model_shape, read_metadata  # noqa: E402
+from ragopt import capacity as cap
+from ragopt.cli import main
+from ragopt.gguf_meta import default_model_path, model_shape, read_metadata
 
 WORKED = cap.ModelShape(n_layer=32, n_head_kv=8, head_dim=128, n_head=32)
 

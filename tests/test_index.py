@@ -105,7 +105,6 @@ def test_a_bm25_only_index_embeds_nothing_until_a_dense_search_needs_vectors(tin
     from ragopt.config import RetrievalConfig
     from ragopt.pipeline import Pipeline
     from ragopt.retrieval import retrieval_stages
-    from ragopt.types import Query
 
     docs = load_beir(tiny_beir).documents
     embedder = make_embedder(workspace)

@@ -6,7 +6,6 @@ are those of llama.cpp itself.
 
 from __future__ import annotations
 
-import sys
 import threading
 import time
 from pathlib import Path
@@ -15,17 +14,16 @@ import pytest
 
 pytest.importorskip("llama_cpp")
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from fixtures.tiny_gguf import KV_BYTES_PER_TOKEN_F16, tiny_gguf  # noqa: E402,F401
+from fixtures.tiny_gguf import KV_BYTES_PER_TOKEN_F16
 
-from ragopt.capacity import AdmissionError  # noqa: E402
-from ragopt.cache import CacheKey  # noqa: E402
-from ragopt.pipeline import Pipeline, RequestState, Step  # noqa: E402
-from ragopt.stages import generate_llama as gl  # noqa: E402
-from ragopt.stages.generate_extractive import ExtractiveGenerator  # noqa: E402
-from ragopt.stages.prompt import PromptConfig  # noqa: E402
-from ragopt.trace import summarize  # noqa: E402
-from ragopt.types import Chunk, Hit, Query, Turn  # noqa: E402
+from ragopt.capacity import AdmissionError
+from ragopt.cache import CacheKey
+from ragopt.pipeline import Pipeline, RequestState, Step
+from ragopt.stages import generate_llama as gl
+from ragopt.stages.generate_extractive import ExtractiveGenerator
+from ragopt.stages.prompt import PromptConfig
+from ragopt.trace import summarize
+from ragopt.types import Chunk, Hit, Query, Turn
 
 TEXTS = [
     ("Paris", "Paris is the capital of France. It lies on the river Seine."),

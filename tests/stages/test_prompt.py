@@ -3,16 +3,12 @@
 from __future__ import annotations
 
 import random
-import sys
-from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from fixtures.tiny_gguf import tiny_gguf  # noqa: E402,F401
 
-from ragopt.errors import InputError  # noqa: E402
-from ragopt.stages.prompt import (  # noqa: E402
+from ragopt.errors import InputError
+from ragopt.stages.prompt import (
     NO_PASSAGES_NOTE,
     PromptConfig,
     WordRenderer,
@@ -20,7 +16,7 @@ from ragopt.stages.prompt import (  # noqa: E402
     number_passages,
     prompt_parts,
 )
-from ragopt.types import Chunk, Hit, Query, Turn  # noqa: E402
+from ragopt.types import Chunk, Hit, Query, Turn
 
 
 def make_hits(n: int, words: int = 20, prefix: str = "c") -> list[Hit]:
