@@ -27,6 +27,7 @@ from ragopt.stages.chunking import Chunker
 from ragopt.stages.embedding import Embedder
 from ragopt.stages.keyword import BM25Index
 from ragopt.stages.vector import QdrantStore
+from ragopt.tokencount import TokenCounter
 from ragopt.types import Chunk, Document, Hit, Query, visible_to
 
 COLLECTION = "chunks"
@@ -136,12 +137,12 @@ class Index:
     def positions(self) -> dict[str, int]:
         return {c.id: i for i, c in enumerate(self.chunks)}
 
-    def token_counts(self, chunker: Chunker) -> np.ndarray:
-        """Tokens per chunk text, counted with the chunker's tokenizer (saved beside the chunks)."""
-        path = self.path / f"tokens-{chunker.fingerprint}.npy"
+    def token_counts(self, counter: TokenCounter) -> np.ndarray:
+        """Tokens per chunk text by `counter`, computed once and saved beside the chunks."""
+        path = self.path / f"tokens-{counter.fingerprint}.npy"
         if path.exists():
             return np.load(path)
-        counts = np.array([len(chunker.token_offsets(c.text)) for c in self.chunks], dtype=np.int32)
+        counts = np.array([counter.count(c.text) for c in self.chunks], dtype=np.int32)
         tmp = path.with_suffix(".tmp.npy")
         np.save(tmp, counts)
         os.replace(tmp, path)

@@ -39,8 +39,8 @@ from ragopt.stages.keyword import KeywordSearch
 from ragopt.stages.vector import VectorSearch
 from ragopt.eval.runner import best_per_doc, write_trec
 from ragopt.index import Index, build_index, corpus_fingerprint, default_cache, make_embedder
-from ragopt.stages.chunking import Chunker
 from ragopt.stages.embedding import Embedder
+from ragopt.tokencount import token_counter
 from ragopt.trace import percentiles
 
 RANK_METRICS = ("recall", "ndcg", "mrr", "precision", "hit")
@@ -75,6 +75,9 @@ class SweepConfig(StrictModel):
         "none", description="answer every query from each trial's top-k with the extractive generator, scoring citations"
     )
     answer_metrics: list[str] = Field(default_factory=lambda: ["string_presence", "rouge_l"])
+    context_tokenizer: str = Field(
+        "embedder", description='count context tokens with "embedder", "generator" (the default GGUF) or a GGUF path'
+    )
 
     @field_validator("top_k")
     @classmethod
@@ -305,6 +308,7 @@ def run_sweep(
     if config.baseline and config.baseline.metrics:
         per_query_keep |= set(config.baseline.metrics)
     timer = _QueryEmbeddingTimer(embedder, evalset)
+    counter = token_counter(config.context_tokenizer, config.embedder)
     max_k = max(config.top_k)
     variants = config.retrieval_variants()
     depth = max(max_k, config.fusion_depth if "hybrid" in config.retrievers else 0)
@@ -320,7 +324,7 @@ def run_sweep(
         m = index.manifest
         _log(f"index {m.id} ({m.chunker.label}): {m.n_chunks} chunks, "
              + ("reused" if report.reused else f"built in {report.seconds:.1f} s, embedded {report.embedded} texts"))
-        tokens = index.token_counts(Chunker(chunker_cfg, config.embedder))
+        tokens = index.token_counts(counter)
         index_costs = {"index_build_s": m.build_s, "index_bytes": index.size_bytes(), "n_chunks": m.n_chunks}
         shared = _shared_retrieval(index, embedder, evalset, config, depth, progress)
         for variant in variants:
@@ -369,7 +373,10 @@ def run_sweep(
             n_documents=len(evalset.documents), n_queries=len(qids),
         ),
         versions=Versions.collect(),
-        models={"embedder": ModelInfo(name=config.embedder.model, fingerprint=embedder.fingerprint)},
+        models={
+            "embedder": ModelInfo(name=config.embedder.model, fingerprint=embedder.fingerprint),
+            "context_tokenizer": ModelInfo(name=counter.name, fingerprint=counter.fingerprint),
+        },
         search_space=config.model_dump(mode="json", exclude={"baseline", "store"}),
         objective=objective_for(gates),
         gates=[g.expr for g in gates],
