@@ -52,6 +52,7 @@ class Manifest(BaseModel):
     has_scopes: bool
     build_s: float
     collection: str
+    store_url: str | None = None  # the Qdrant server holding the vectors; None = local mode in this folder
 
 
 @dataclass
@@ -218,6 +219,7 @@ def build_index(
         has_scopes=any(c.scopes for c in chunks),
         build_s=time.perf_counter() - t0,
         collection=collection,
+        store_url=store_config.url if store_config else None,
     )
     (tmp / "manifest.json").write_text(manifest.model_dump_json(indent=2), encoding="utf-8")
     try:
@@ -261,8 +263,18 @@ def _write_vectors(
     return int(encoded.vectors.shape[1]), encoded.misses, encoded.hits
 
 
+def _store_name(url: str | None) -> str:
+    return f"the Qdrant server {url}" if url else "local mode"
+
+
 def open_index(path: Path, store_config: StoreConfig | None = None) -> Index:
     manifest = Manifest.model_validate(json.loads((path / "manifest.json").read_text(encoding="utf-8")))
+    wanted = store_config.url if store_config else None
+    if manifest.store_url != wanted:
+        raise InputError(
+            f"this index keeps its vectors in {_store_name(manifest.store_url)}, not in {_store_name(wanted)}: "
+            "use another --workspace for the other store", path=path,
+        )
     key = os.path.abspath(path)  # one Index per folder: the same corpus in another workspace is another index
     if key not in _open:
         _open[key] = Index(path, manifest, store_config)

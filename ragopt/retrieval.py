@@ -13,18 +13,21 @@ from ragopt.stages.keyword import KeywordSearch
 from ragopt.stages.vector import VectorSearch
 
 
-def retrieval_stages(index: Index, embedder: Embedder, config: RetrievalConfig, k: int | None = None) -> list[Stage]:
-    """Stages that leave the best `k` (default `config.top_k`) hits in `state.hits`."""
+def retrieval_stages(
+    index: Index, embedder: Embedder, config: RetrievalConfig, k: int | None = None, *, cache_queries: bool = True
+) -> list[Stage]:
+    """Stages that leave the best `k` (default `config.top_k`) hits in `state.hits`; `cache_queries=False`
+    encodes every query afresh, for latency measurements that must not depend on earlier runs."""
     k = k or config.top_k
     if config.retriever != "bm25":
         index.ensure_vectors(embedder)
     if config.retriever == "dense":
-        return [EmbedQuery(embedder), VectorSearch(index, k)]
+        return [EmbedQuery(embedder, cache_queries), VectorSearch(index, k)]
     if config.retriever == "bm25":
         return [KeywordSearch(index, config.bm25, k)]
     depth = max(k, config.fusion.depth)
     return [
-        EmbedQuery(embedder),
+        EmbedQuery(embedder, cache_queries),
         VectorSearch(index, depth),
         KeywordSearch(index, config.bm25, depth),
         Fuse(config.fusion, k),

@@ -26,7 +26,9 @@ DOCS = [
 def server() -> StoreConfig:
     config = StoreConfig(url=":memory:")
     yield config
-    vector._clients.pop(":memory:").close()
+    client = vector._clients.pop(":memory:", None)
+    if client is not None:
+        client.close()
 
 
 def test_server_build_publishes_an_alias_and_filters_by_tenant(server: StoreConfig, workspace: Path) -> None:
@@ -57,3 +59,11 @@ def test_publishing_an_existing_alias_drops_the_late_build(server: StoreConfig) 
     assert not late.publish("idx")
     names = {c.name for c in first.client.get_collections().collections}
     assert names == {"idx_build1"}
+
+
+def test_an_index_built_locally_is_not_silently_searched_on_a_server(server: StoreConfig, workspace: Path) -> None:
+    from ragopt.errors import InputError
+
+    build_index(DOCS, ChunkerConfig(mode="whole"), make_embedder(workspace), workspace, progress=False)
+    with pytest.raises(InputError, match="local mode, not in the Qdrant server :memory:"):
+        build_index(DOCS, ChunkerConfig(mode="whole"), make_embedder(workspace), workspace, store_config=server, progress=False)

@@ -6,6 +6,8 @@ import argparse
 import sys
 from pathlib import Path
 
+from pydantic import ValidationError
+
 from ragopt.config import BM25Config, ChunkerConfig, EmbedderConfig, FusionConfig, RetrievalConfig, StoreConfig
 from ragopt.errors import InputError
 
@@ -36,8 +38,8 @@ def chunker_config(args: argparse.Namespace) -> ChunkerConfig:
         return ChunkerConfig(mode="whole")
     try:
         return ChunkerConfig(mode="tokens", size=args.chunk_size, overlap=args.chunk_overlap)
-    except ValueError as exc:
-        raise InputError(str(exc).splitlines()[-1], field="--chunk-overlap") from None
+    except ValidationError as exc:
+        raise InputError(exc.errors()[0]["msg"], field="--chunk-overlap") from None
 
 
 def embedder_config(args: argparse.Namespace) -> EmbedderConfig:

@@ -24,6 +24,7 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p.add_argument("--baseline", help="a previous results.json: fail on a significant regression")
     p.add_argument("--tolerance", type=float, default=None, help="allowed drop before a regression fails (default 0.02)")
     p.add_argument("--save-runs", action="store_true", help="write one TREC run file per trial under OUT/runs/")
+    p.add_argument("--remeasure", action="store_true", help="re-run retrieval to re-measure latency instead of reusing an earlier run's timings")
     p.add_argument("--no-progress", action="store_true")
     return p
 
@@ -94,7 +95,7 @@ def run(args: argparse.Namespace) -> int:
     out = Path(args.out)
     outcome = run_sweep(
         evalset, config, _common.workspace(args), progress=not args.no_progress,
-        runs_dir=out / "runs" if args.save_runs else None,
+        runs_dir=out / "runs" if args.save_runs else None, remeasure=args.remeasure,
     )
     results = outcome.results
     if config.baseline:

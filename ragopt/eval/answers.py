@@ -10,6 +10,7 @@ is an InputError; with a judge it is NotImplementedError for now: ragopt does no
 
 from __future__ import annotations
 
+import logging
 import os
 import warnings
 from collections.abc import Sequence
@@ -36,7 +37,7 @@ LLM_METRICS = (
     "semantic_similarity",
 )
 DEFAULT_ANSWER_METRICS = ("exact_match", "string_presence", "rouge_l", "string_similarity")
-_CONTEXT_METRICS = {"context_recall_nonllm"}
+CONTEXT_METRICS = {"context_recall_nonllm"}
 
 
 class AnswerSample(BaseModel):
@@ -73,8 +74,10 @@ def check_metrics(metrics: Sequence[str], judge: Any = None) -> list[str]:
 
 
 @cache
-def _ragas() -> dict[str, Any]:
+def load_ragas() -> dict[str, Any]:
     os.environ["RAGAS_DO_NOT_TRACK"] = "true"
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -92,6 +95,8 @@ def _ragas() -> dict[str, Any]:
         raise AnswerMetricsUnavailable(
             f"answer metrics need ragas and its string libraries: pip install 'ragopt[answers]' ({exc})"
         ) from exc
+    finally:  # importing ragas configures the root logger; a library must not change the host's logging
+        root.handlers[:], root.level = handlers, level
     return {
         "SingleTurnSample": SingleTurnSample,
         "exact_match": ExactMatch,
@@ -109,13 +114,13 @@ def score_answers(
 ) -> dict[str, list[float | None]]:
     """{metric: [score per sample]}; None where a sample lacks what the metric needs (a reference, contexts)."""
     names = check_metrics(metrics, judge)
-    lib = _ragas()
+    lib = load_ragas()
     scorers = {name: lib[name]() for name in names}
     out: dict[str, list[float | None]] = {name: [] for name in names}
     for s in samples:
         for name, scorer in scorers.items():
             value: float | None
-            if name in _CONTEXT_METRICS:
+            if name in CONTEXT_METRICS:
                 if not s.reference_contexts or s.retrieved_contexts is None:
                     value = None
                 else:

@@ -45,8 +45,9 @@ def chunk_depth(index: Index, docs_wanted: int) -> int:
 def run_queries(
     evalset: EvalSet, index: Index, embedder: Embedder, config: RetrievalConfig, k: int, *, progress: bool = True
 ) -> list[QueryRun]:
-    """Every query through the retrieval pipeline at depth `k` chunks; one trace per query."""
-    stages = retrieval_stages(index, embedder, config, k=k)
+    """Every query through the retrieval pipeline at depth `k` chunks; one trace per query. Queries are
+    encoded afresh, so the latency does not depend on what an earlier run cached."""
+    stages = retrieval_stages(index, embedder, config, k=k, cache_queries=False)
     if config.retriever != "bm25":
         embedder.model  # load before timing, so the first query does not carry the model load
     pipeline = Pipeline(stages)

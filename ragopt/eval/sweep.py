@@ -17,6 +17,7 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import Field, field_validator, model_validator
 
+from ragopt import __version__
 from ragopt.cache import CacheKey
 from ragopt.config import (
     BM25Config,
@@ -31,6 +32,7 @@ from ragopt.config import (
 from ragopt.data import EvalSet
 from ragopt.eval import metrics as M
 from ragopt.eval.gates import check_known, evaluate_gates, objective_for, select
+from ragopt.errors import InputError
 from ragopt.eval.results import COST_NAMES, Costs, DatasetInfo, ModelInfo, SweepResults, Trial, TrialParams, Versions
 from ragopt.pipeline import Pipeline, RequestState
 from ragopt.stages.embedding import EmbedQuery
@@ -44,6 +46,8 @@ from ragopt.tokencount import token_counter
 from ragopt.trace import percentiles
 
 RANK_METRICS = ("recall", "ndcg", "mrr", "precision", "hit")
+# Part of the key of every cached ranking and timing: bump it when retrieval code changes what it returns.
+RETRIEVAL_VERSION = 1
 PER_QUERY_ALWAYS = ("ndcg@10", "recall@10")
 CITATION_METRICS = ("citation_precision", "citation_recall", "citation_valid_share")
 
@@ -60,7 +64,7 @@ class SweepConfig(StrictModel):
     dataset: str | None = None
     split: str = "test"
     chunk_sizes: list[int | Literal["whole"]] = Field(default_factory=lambda: ["whole"])
-    chunk_overlap: int = Field(0, ge=0)
+    chunk_overlaps: list[int] = Field(default_factory=lambda: [0], description="token overlaps, each tried with each size")
     retrievers: list[Literal["dense", "bm25", "hybrid"]] = Field(default_factory=lambda: ["dense", "bm25", "hybrid"])
     fusions: list[Literal["rrf", "convex"]] = Field(default_factory=lambda: ["rrf"])
     alphas: list[float] = Field(default_factory=lambda: [0.5])
@@ -95,18 +99,21 @@ class SweepConfig(StrictModel):
 
     @model_validator(mode="after")
     def _non_empty(self) -> "SweepConfig":
-        for name in ("chunk_sizes", "retrievers", "fusions"):
+        if any(o < 0 for o in self.chunk_overlaps):
+            raise ValueError("chunk_overlaps must not be negative")
+        for name in ("chunk_sizes", "chunk_overlaps", "retrievers", "fusions"):
             if not getattr(self, name):
                 raise ValueError(f"{name} must not be empty")
         return self
 
     def chunkers(self) -> list[ChunkerConfig]:
-        return [
-            ChunkerConfig(mode="whole")
-            if size == "whole"
-            else ChunkerConfig(mode="tokens", size=size, overlap=self.chunk_overlap)
-            for size in self.chunk_sizes
-        ]
+        configs = []
+        for size in self.chunk_sizes:
+            if size == "whole":
+                configs.append(ChunkerConfig(mode="whole"))
+            else:  # an overlap as large as the chunk is meaningless: skip it for that size only
+                configs += [ChunkerConfig(mode="tokens", size=size, overlap=o) for o in self.chunk_overlaps if o < size]
+        return configs
 
     def retrieval_variants(self) -> list[RetrievalConfig]:
         variants = []
@@ -152,30 +159,37 @@ def _log(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
 
 
+def _measurement_key(namespace: str, model: str, kb_version: str, queries_fp: str, **payload: Any) -> CacheKey:
+    """Cached measurements are keyed by everything that can change them, the ragopt code included."""
+    return CacheKey(
+        namespace=namespace,
+        model=model,
+        kb_version=kb_version,
+        payload={"code": [__version__, RETRIEVAL_VERSION], "queries": queries_fp, **payload},
+    )
+
+
 class _QueryEmbeddingTimer:
     """Embeds every query once, one at a time as a live request would, timing each and caching the
-    vector; dense and hybrid trials then add this measured time to their per-query latency."""
+    vector; dense and hybrid trials then add this measured time to their per-query latency. A warm re-run
+    reuses the measured times (`cached` says so) unless the sweep runs with `remeasure`."""
 
-    def __init__(self, embedder: Embedder, evalset: EvalSet):
+    def __init__(self, embedder: Embedder, evalset: EvalSet, queries_fp: str):
         self.embedder, self.evalset = embedder, evalset
+        self.key = _measurement_key(
+            "sweep-query-embed-ms", embedder.fingerprint, "", queries_fp, normalize=embedder.config.normalize
+        )
         self._ms: list[float] | None = None
+        self.cached = False
 
     @property
     def ms(self) -> list[float]:
         if self._ms is None:
-            # A warm re-run reuses the measured times (as _cached_runs reuses retrieval times): no model load.
-            key = CacheKey(
-                namespace="sweep-query-embed-ms",
-                model=self.embedder.fingerprint,
-                payload={
-                    "normalize": self.embedder.config.normalize,
-                    "queries": fingerprint([q.query.model_dump(mode="json") for q in self.evalset.queries]),
-                },
-            )
-            self._ms = self.embedder.cache.get(key)
+            self._ms = self.embedder.cache.get(self.key)
+            self.cached = self._ms is not None
             if self._ms is None:
                 self._ms = self._measure()
-                self.embedder.cache.set(key, self._ms)
+                self.embedder.cache.set(self.key, self._ms)
         return self._ms
 
     def _measure(self) -> list[float]:
@@ -196,7 +210,7 @@ class _QueryEmbeddingTimer:
 
 
 def _shared_retrieval(
-    index: Index, embedder: Embedder, evalset: EvalSet, config: SweepConfig, depth: int, progress: bool
+    index: Index, embedder: Embedder, evalset: EvalSet, config: SweepConfig, depth: int, queries_fp: str, progress: bool
 ) -> dict[str, Any]:
     """Vector and BM25 candidates of every query at `depth`, run once per index and shared by every
     retriever variant and K (both searches are exact, so a shorter list is the head of a longer one).
@@ -210,19 +224,14 @@ def _shared_retrieval(
     if kinds & {"bm25", "hybrid"}:
         stages.append(KeywordSearch(index, config.bm25, depth))
     cache = default_cache(index.path.parent.parent)
-    key = CacheKey(
-        namespace="sweep-retrieval",
-        model=embedder.fingerprint,
-        kb_version=index.manifest.id,
-        payload={
-            "stages": [st.name for st in stages],
-            "bm25": config.bm25.model_dump(mode="json"),
-            "depth": depth,
-            "queries": fingerprint([q.query.model_dump(mode="json") for q in evalset.queries]),
-        },
+    key = _measurement_key(
+        "sweep-retrieval", embedder.fingerprint, index.manifest.id, queries_fp,
+        stages=[st.name for st in stages], bm25=config.bm25.model_dump(mode="json"), depth=depth,
     )
     stored = cache.get(key)
-    if stored is None:
+    if stored is not None:
+        stored["cached"] = True
+    else:
         pipeline = Pipeline(stages)
         position = index.positions
         stored = {name: [] for name in ("vector", "bm25", "vector_ms", "bm25_ms")}
@@ -232,30 +241,44 @@ def _shared_retrieval(
                 stored[name].append([(position[h.chunk.id], h.score) for h in hits])
                 stored[f"{name}_ms"].append(result.trace.span(name).ms)
         cache.set(key, stored)
+        stored["cached"] = False
     cache.close()
     return stored
 
 
 def _variant_hits(
     variant: RetrievalConfig, shared: dict[str, Any], index: Index, evalset: EvalSet, timer: _QueryEmbeddingTimer, k: int
-) -> tuple[list[list[tuple[int, float]]], list[float]]:
-    """One retriever variant's top-k per query and its per-query latency, from the shared candidates."""
+) -> tuple[list[list[tuple[int, float]]], dict[str, list[float]]]:
+    """One retriever variant's top-k per query, and per stage the ms each query spent there."""
     if variant.retriever == "bm25":
-        return [h[:k] for h in shared["bm25"]], list(shared["bm25_ms"])
-    dense_ms = [e + v for e, v in zip(timer.ms, shared["vector_ms"])]
+        return [h[:k] for h in shared["bm25"]], {"bm25": list(shared["bm25_ms"])}
+    dense_ms = {"embed": list(timer.ms), "vector": list(shared["vector_ms"])}
     if variant.retriever == "dense":
         return [h[:k] for h in shared["vector"]], dense_ms
     fuse = Pipeline([Fuse(variant.fusion, k)])
     position = index.positions
-    out, ms = [], []
-    for q, vec, kw, before in zip(evalset.queries, shared["vector"], shared["bm25"], dense_ms):
+    out, fuse_ms = [], []
+    for q, vec, kw in zip(evalset.queries, shared["vector"], shared["bm25"]):
         state = RequestState(query=q.query)
         for name, found in (("vector", vec), ("bm25", kw)):
             state.candidates[name] = index.hits(found[: max(variant.fusion.depth, k)], name)
         result = fuse.run_state(state)
         out.append([(position[h.chunk.id], h.score) for h in result.hits])
-        ms.append(before + shared["bm25_ms"][len(ms)] + result.trace.total_ms)
-    return out, ms
+        fuse_ms.append(result.trace.total_ms)
+    return out, {**dense_ms, "bm25": list(shared["bm25_ms"]), "fuse": fuse_ms}
+
+
+def _check_answer_metrics(names: list[str]) -> None:
+    """Before any work: the metrics exist, need nothing the sweep cannot give, and ragas is installed."""
+    from ragopt.eval.answers import CONTEXT_METRICS, AnswerMetricsUnavailable, check_metrics, load_ragas
+
+    for name in check_metrics(names):
+        if name in CONTEXT_METRICS:
+            raise InputError(f"{name} needs reference contexts, which a sweep's answers do not carry", field="answer_metrics")
+    try:
+        load_ragas()
+    except AnswerMetricsUnavailable as exc:
+        raise InputError(str(exc), field="answers") from None
 
 
 def _answer_scores(
@@ -286,9 +309,16 @@ def _answer_scores(
 
 
 def run_sweep(
-    evalset: EvalSet, config: SweepConfig, workspace: Path, *, progress: bool = True, runs_dir: Path | None = None
+    evalset: EvalSet,
+    config: SweepConfig,
+    workspace: Path,
+    *,
+    progress: bool = True,
+    runs_dir: Path | None = None,
+    remeasure: bool = False,
 ) -> SweepOutcome:
-    """Run every trial; with `runs_dir`, also write each trial's ranking as a TREC run file there."""
+    """Run every trial; with `runs_dir`, also write each trial's ranking as a TREC run file there. Timings
+    measured by an earlier run of the same sweep are reused (costs say `latency_cached`) unless `remeasure`."""
     from tqdm import tqdm
 
     t_start = time.perf_counter()
@@ -296,9 +326,7 @@ def run_sweep(
     with_references = any(q.reference_answer for q in evalset.queries)
     names = config.metric_names(with_spans, with_references)
     if config.answers != "none" and with_references:
-        from ragopt.eval.answers import check_metrics
-
-        check_metrics(config.answer_metrics)
+        _check_answer_metrics(config.answer_metrics)
     gates = check_known(config.gates, names + list(COST_NAMES))
     embedder = make_embedder(workspace, config.embedder)
     qids = [q.query.id for q in evalset.queries]
@@ -307,7 +335,11 @@ def run_sweep(
     per_query_keep = set(PER_QUERY_ALWAYS) | {g.metric for g in gates if g.metric in names}
     if config.baseline and config.baseline.metrics:
         per_query_keep |= set(config.baseline.metrics)
-    timer = _QueryEmbeddingTimer(embedder, evalset)
+    if remeasure:
+        for namespace in ("sweep-retrieval", "sweep-query-embed-ms"):
+            embedder.cache.evict(namespace)
+    queries_fp = fingerprint([q.query.model_dump(mode="json") for q in evalset.queries])
+    timer = _QueryEmbeddingTimer(embedder, evalset, queries_fp)
     counter = token_counter(config.context_tokenizer, config.embedder)
     max_k = max(config.top_k)
     variants = config.retrieval_variants()
@@ -326,9 +358,14 @@ def run_sweep(
              + ("reused" if report.reused else f"built in {report.seconds:.1f} s, embedded {report.embedded} texts"))
         tokens = index.token_counts(counter)
         index_costs = {"index_build_s": m.build_s, "index_bytes": index.size_bytes(), "n_chunks": m.n_chunks}
-        shared = _shared_retrieval(index, embedder, evalset, config, depth, progress)
+        shared = _shared_retrieval(index, embedder, evalset, config, depth, queries_fp, progress)
         for variant in variants:
-            hits, query_ms = _variant_hits(variant, shared, index, evalset, timer, max_k)
+            hits, stage_ms = _variant_hits(variant, shared, index, evalset, timer, max_k)
+            query_ms = [sum(per_stage) for per_stage in zip(*stage_ms.values())]  # the stages run one after another
+            latency_costs = {
+                f"{stage}_{p}_ms": percentiles(ms)[p] for stage, ms in stage_ms.items() for p in ("p50", "p95")
+            }
+            latency_costs["latency_cached"] = shared["cached"] and (variant.retriever == "bm25" or timer.cached)
             lat = percentiles(query_ms)
             for k in config.top_k:
                 top = [h[:k] for h in hits]
@@ -361,6 +398,7 @@ def run_sweep(
                             p50_ms=lat["p50"], p95_ms=lat["p95"], p99_ms=lat["p99"],
                             context_tokens=float(np.mean([sum(int(tokens[i]) for i, _ in t) for t in top])),
                             **index_costs,
+                            **latency_costs,
                         ),
                         per_query={n: v for n, v in per_query.items() if n in per_query_keep},
                     )

@@ -126,12 +126,13 @@ class Embedder:
         *,
         progress: bool = False,
         block: int = 1024,
+        use_cache: bool = True,
     ) -> Encoded:
-        """Embed `texts`, reusing every cached vector. New vectors are saved block by block, so an
-        interrupted run keeps what it finished and a re-run embeds only the rest."""
+        """Embed `texts`, reusing every cached vector (unless `use_cache` is False). New vectors are saved
+        block by block, so an interrupted run keeps what it finished and a re-run embeds only the rest."""
         owners = owners or [(None, ())] * len(texts)
         keys = [self._key(t, o) for t, o in zip(texts, owners)]
-        cached = self.cache.get_many(keys)
+        cached = self.cache.get_many(keys) if use_cache else [None] * len(keys)
         missing = [i for i, v in enumerate(cached) if v is None]
         vectors: list[np.ndarray | None] = [None if v is None else np.frombuffer(v, dtype=np.float32) for v in cached]
         if missing:
@@ -161,12 +162,13 @@ class EmbedQuery:
 
     name = "embed"
 
-    def __init__(self, embedder: Embedder):
+    def __init__(self, embedder: Embedder, use_cache: bool = True):
         self.embedder = embedder
+        self.use_cache = use_cache  # False when measuring: every query pays for its encoding
 
     def run(self, state: RequestState) -> RequestState:
         q = state.query
-        encoded = self.embedder.encode([q.text], [(q.tenant, q.scopes)])
+        encoded = self.embedder.encode([q.text], [(q.tenant, q.scopes)], use_cache=self.use_cache)
         state.query_vector = encoded.vectors[0]
         state.usage.cache_hits += encoded.hits
         state.usage.cache_misses += encoded.misses

@@ -24,9 +24,10 @@ class Fuse:
         if self.config.method == "rrf":
             fused = rrf(rankings, k=self.config.k)
         else:
-            if len(rankings) != 2:
-                raise ValueError(f"convex fusion combines exactly two rankings, got {len(rankings)}")
-            fused = convex(rankings[0], rankings[1], alpha=self.config.alpha, norm=self.config.norm)
+            if set(state.candidates) != {"vector", "bm25"}:
+                raise ValueError(f"convex fusion combines vector and bm25 candidates, got {sorted(state.candidates)}")
+            dense, keyword = ([(h.chunk.id, h.score) for h in state.candidates[n]] for n in ("vector", "bm25"))
+            fused = convex(dense, keyword, alpha=self.config.alpha, norm=self.config.norm)  # alpha weighs dense
         label = self.config.method
         state.hits = [
             Hit(chunk=chunks[cid], score=score, rank=r, retriever=label)

@@ -17,7 +17,7 @@ from ragopt.eval.sweep import SweepConfig, run_sweep
 from ragopt.index import build_index, make_embedder
 from ragopt.stages import embedding
 
-CONFIG = SweepConfig(chunk_sizes=["whole", 24], chunk_overlap=4, retrievers=["dense", "bm25", "hybrid"], top_k=[1, 3, 10])
+CONFIG = SweepConfig(chunk_sizes=["whole", 24], chunk_overlaps=[4], retrievers=["dense", "bm25", "hybrid"], top_k=[1, 3, 10])
 
 
 @pytest.fixture(scope="module")
@@ -94,3 +94,26 @@ def test_a_second_sweep_is_served_from_caches(swept: dict[str, Any], monkeypatch
     first = {t.id: t.metrics for t in swept["outcome"].results.trials}
     assert {t.id: t.metrics for t in again.results.trials} == first
     assert again.seconds < swept["outcome"].seconds
+    assert all(t.costs.latency_cached for t in again.results.trials)
+    assert not any(t.costs.latency_cached for t in swept["outcome"].results.trials)
+
+
+def test_remeasure_runs_retrieval_again_with_the_same_rankings(swept: dict[str, Any], tmp_path: Any) -> None:
+    again = run_sweep(swept["evalset"], CONFIG, swept["ws"], progress=False, remeasure=True, runs_dir=tmp_path)
+    assert not any(t.costs.latency_cached for t in again.results.trials)
+    first = {t.id: t.metrics for t in swept["outcome"].results.trials}
+    assert {t.id: t.metrics for t in again.results.trials} == first
+    # every trial's ranking as a TREC run: `qid Q0 docid rank score tag`, at most top_k documents a query
+    trial = again.results.trial("whole_bm25_k3")
+    rows = [line.split() for line in (tmp_path / "whole_bm25_k3.trec").read_text().splitlines()]
+    assert len(list(tmp_path.glob("*.trec"))) == len(again.results.trials)
+    assert rows and all(len(r) == 6 and r[1] == "Q0" and r[5] == trial.id for r in rows)
+    per_query: dict[str, list[int]] = {}
+    for qid, _, _, rank, _, _ in rows:
+        per_query.setdefault(qid, []).append(int(rank))
+    assert all(ranks == list(range(1, len(ranks) + 1)) and len(ranks) <= 3 for ranks in per_query.values())
+
+
+def test_each_overlap_is_tried_with_each_size_below_it() -> None:
+    config = SweepConfig(chunk_sizes=[16, 64, "whole"], chunk_overlaps=[0, 32])
+    assert [c.label for c in config.chunkers()] == ["16/0", "64/0", "64/32", "whole"]

@@ -69,12 +69,15 @@ def _hits(pairs: list[tuple[str, float]], retriever: str) -> list[Hit]:
     ]
 
 
-def test_fuse_stage_convex_weights_the_first_retriever_by_alpha() -> None:
-    state = RequestState(query=Query(text="q"))
-    state.candidates = {"vector": _hits(DENSE, "vector"), "bm25": _hits(SPARSE, "bm25")}
-    out = Fuse(FusionConfig(method="convex", alpha=0.8), k=3).run(state)
-    assert [(h.chunk.id, h.rank, h.retriever) for h in out.hits] == [("a", 1, "convex"), ("b", 2, "convex"), ("d", 3, "convex")]
-    assert out.hits[0].score == pytest.approx(0.8)
+def test_fuse_stage_convex_weights_the_dense_retriever_by_alpha_whatever_the_stage_order() -> None:
+    expected = [("a", 1, "convex"), ("b", 2, "convex"), ("d", 3, "convex")]
+    for order in (("vector", "bm25"), ("bm25", "vector")):
+        state = RequestState(query=Query(text="q"))
+        lists = {"vector": _hits(DENSE, "vector"), "bm25": _hits(SPARSE, "bm25")}
+        state.candidates = {name: lists[name] for name in order}
+        out = Fuse(FusionConfig(method="convex", alpha=0.8), k=3).run(state)
+        assert [(h.chunk.id, h.rank, h.retriever) for h in out.hits] == expected
+        assert out.hits[0].score == pytest.approx(0.8)
     state.candidates["third"] = _hits(DENSE, "x")
-    with pytest.raises(ValueError, match="exactly two"):
+    with pytest.raises(ValueError, match="vector and bm25"):
         Fuse(FusionConfig(method="convex")).run(state)
