@@ -41,11 +41,12 @@ def build_retrieval_stages(
     chunker: ChunkerConfig | None = None,
     embedder_config: EmbedderConfig | None = None,
     store: StoreConfig | None = None,
+    split: str = "test",
 ) -> list[Stage]:
     """Load an evaluation set's corpus, build (or reuse) its index, and return its retrieval stages."""
     from ragopt.data import load_evalset
 
-    evalset = load_evalset(dataset)
+    evalset = load_evalset(dataset, split=split)
     embedder = make_embedder(workspace, embedder_config)
     config = config or RetrievalConfig()
     report = build_index(

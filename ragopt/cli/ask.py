@@ -53,6 +53,7 @@ def _retrieval(args: argparse.Namespace) -> list:
         chunker=_common.chunker_config(args),
         embedder_config=_common.embedder_config(args),
         store=_common.store_config(args),
+        split=args.split,
     )
 
 

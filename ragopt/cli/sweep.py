@@ -35,6 +35,7 @@ def _split(value: str) -> list[str]:
 
 def load_config(args: argparse.Namespace):  # type: ignore[no-untyped-def]
     from ragopt.config import load_toml, validate
+    from ragopt.errors import InputError
     from ragopt.eval.sweep import SweepConfig
 
     config_path = args.config or (SHIPPED_CONFIG if not args.dataset and SHIPPED_CONFIG.exists() else None)
@@ -46,26 +47,37 @@ def load_config(args: argparse.Namespace):  # type: ignore[no-untyped-def]
         data["dataset"] = str(SHIPPED_DATASET)
     elif config_path is not None and not Path(data["dataset"]).is_absolute():
         data["dataset"] = str((Path(config_path).parent / data["dataset"]).resolve())
+    flags = {}  # config key -> the flag that set it, so an error names what the user typed
     if args.chunk_sizes:
         data["chunk_sizes"] = [s if s == "whole" else _int(s, "--chunk-sizes") for s in _split(args.chunk_sizes)]
+        flags["chunk_sizes"] = "--chunk-sizes"
     if args.retrievers:
         data["retrievers"] = _split(args.retrievers)
+        flags["retrievers"] = "--retrievers"
     if args.top_k:
         data["top_k"] = [_int(k, "--top-k") for k in _split(args.top_k)]
+        flags["top_k"] = "--top-k"
     data["gates"] = list(data.get("gates") or []) + list(args.gate)
     if args.baseline:
         data["baseline"] = {**(data.get("baseline") or {}), "path": args.baseline}
     if args.tolerance is not None:
         if not data.get("baseline"):
-            from ragopt.errors import InputError
-
             raise InputError("--tolerance needs --baseline", field="--tolerance")
         data["baseline"]["tolerance"] = args.tolerance
-    return validate(SweepConfig, data, source)
+    try:
+        return validate(SweepConfig, data, source)
+    except InputError as exc:
+        flag = flags.get((exc.field or "").split(".")[0])
+        if flag is None:
+            raise
+        raise InputError(exc.message, field=flag) from None
 
 
-def _num(value: float | None) -> float:
-    return float("nan") if value is None else float(value)
+def _nan_if_unmeasured(value: float | None) -> float:
+    from ragopt.eval.results import measured
+
+    number = measured(value)
+    return float("nan") if number is None else number
 
 
 def _int(value: str, flag: str) -> int:
@@ -116,8 +128,9 @@ def run(args: argparse.Namespace) -> int:
     print(header)
     for t in ranked[:TABLE_ROWS]:
         ok = "*" if t.id == results.selected else ("+" if all(v.passed for v in results.verdicts[t.id]) else " ")
-        vals = "".join(f"{_num(t.metrics.get(c)):>12.4f}" for c in cols)
-        print(f"  {ok:1} {t.id:<32}{vals}{_num(t.costs.context_tokens):>10.0f}{_num(t.costs.p95_ms):>9.2f}")
+        vals = "".join(f"{_nan_if_unmeasured(t.metrics.get(c)):>12.4f}" for c in cols)
+        ctx, p95 = _nan_if_unmeasured(t.costs.context_tokens), _nan_if_unmeasured(t.costs.p95_ms)
+        print(f"  {ok:1} {t.id:<32}{vals}{ctx:>10.0f}{p95:>9.2f}")
     if len(ranked) > TABLE_ROWS:
         print(f"  ... {len(ranked) - TABLE_ROWS} more in {paths['csv']}")
     print(f"outputs: {', '.join(str(p) for p in paths.values())}")

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ragopt.errors import InputError
-from ragopt.eval.results import COST_NAMES, GateVerdict, Trial
+from ragopt.eval.results import COST_NAMES, GateVerdict, Trial, measured
 
 OPS: dict[str, Callable[[float, float], bool]] = {
     ">=": operator.ge, "<=": operator.le, ">": operator.gt, "<": operator.lt,
@@ -75,7 +75,7 @@ class Gate:
                 field="gate",
             )
         raw = values[self.metric]
-        observed = None if raw is None or (isinstance(raw, float) and math.isnan(raw)) else float(raw)
+        observed = measured(raw)
         needs = f"needs {self.op} {fmt(self.threshold)}"
         if observed is None:
             return GateVerdict(
@@ -132,16 +132,9 @@ def objective_for(gates: Sequence[GateLike]) -> str:
     return OBJECTIVE_TEMPLATE.format(quality=quality_metric(gates))
 
 
-def _num(x: Any) -> float | None:
-    if x is None:
-        return None
-    x = float(x)
-    return None if math.isnan(x) else x
-
-
 def objective_key(trial: Trial, quality: str) -> tuple[float, float, float, str]:
     """Sort key: smaller is better. Unmeasured values sort last."""
-    ct, p95, q = _num(trial.costs.context_tokens), _num(trial.costs.p95_ms), _num(trial.metrics.get(quality))
+    ct, p95, q = measured(trial.costs.context_tokens), measured(trial.costs.p95_ms), measured(trial.metrics.get(quality))
     return (
         math.inf if ct is None else ct,
         math.inf if p95 is None else p95,

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from ragopt.eval.gates import fmt, objective_key, quality_metric, rank_trials
-from ragopt.eval.results import COST_NAMES, GateVerdict, SweepResults, Trial, TrialParams
+from ragopt.eval.results import COST_NAMES, GateVerdict, SweepResults, Trial, TrialParams, measured
 
 Latencies = Mapping[str, Sequence[float]]  # trial id -> per-query retrieval ms
 
@@ -42,18 +42,8 @@ def _metric_sort_key(name: str) -> tuple[int, str, int]:
     return (order, base, k)
 
 
-def _num(x: Any) -> float | None:
-    if x is None:
-        return None
-    try:
-        x = float(x)
-    except (TypeError, ValueError):
-        return None
-    return None if math.isnan(x) else x
-
-
 def _fmt_value(name: str, value: Any) -> str:
-    x = _num(value)
+    x = measured(value)
     if x is None:
         return "" if value is None else str(value)
     if name == "index_bytes":
@@ -223,7 +213,7 @@ def _table_columns(results: SweepResults) -> tuple[list[str], list[str], list[st
     trials = results.trials
     extras = _extra_params(trials)
     metrics = _common_metrics(trials)
-    costs = [c for c in _TABLE_COSTS if any(_num(getattr(t.costs, c, None)) is not None for t in trials)]
+    costs = [c for c in _TABLE_COSTS if any(measured(getattr(t.costs, c, None)) is not None for t in trials)]
     return extras, metrics, costs
 
 
@@ -349,7 +339,7 @@ def _recall_points(group: Sequence[Trial]) -> dict[int, float]:
     for t in sorted(group, key=lambda t: t.params.top_k):
         for name, value in t.metrics.items():
             m = _K_RE.match(name)
-            v = _num(value)
+            v = measured(value)
             if m and m.group(1) == "recall" and v is not None and int(m.group(2)) <= t.params.top_k:
                 pts.setdefault(int(m.group(2)), v)
     return pts
@@ -432,12 +422,12 @@ def plot_quality_vs_cost(results: SweepResults) -> str | None:
     from matplotlib.lines import Line2D
 
     quality = plot_metric(results)
-    trials = [t for t in results.trials if _num(t.metrics.get(quality)) is not None]
+    trials = [t for t in results.trials if measured(t.metrics.get(quality)) is not None]
     panels = [
         (c, lab)
         for c, lab in (("context_tokens", "context tokens (mean, top_k chunks)"),
                        ("p95_ms", "p95 retrieval latency (ms)"))
-        if any(_num(getattr(t.costs, c)) is not None for t in trials)
+        if any(measured(getattr(t.costs, c)) is not None for t in trials)
     ]
     if not trials or not panels:
         return None
@@ -454,7 +444,7 @@ def plot_quality_vs_cost(results: SweepResults) -> str | None:
     axes = fig.subplots(1, len(panels), sharey=True, squeeze=False)[0]
     for ax, (cost, xlabel) in zip(axes, panels):
         _style_axes(ax)
-        pts = [(t, _num(getattr(t.costs, cost)), _num(t.metrics.get(quality))) for t in trials]
+        pts = [(t, measured(getattr(t.costs, cost)), measured(t.metrics.get(quality))) for t in trials]
         pts = [(t, x, y) for t, x, y in pts if x is not None and y is not None]
         for t, x, y in pts:
             ok = _passed(results, t)
@@ -622,7 +612,7 @@ def _trials_table(results: SweepResults, ranked: Sequence[Trial]) -> str:
     extras, common, _ = _table_columns(results)
     gated = [g.metric for vs in results.verdicts.values() for g in vs]
     metrics = [m for m in common if m in _HTML_METRICS or (m in gated and not m.endswith(("_ms", "_tokens")))]
-    costs = [c for c in _HTML_COSTS if any(_num(getattr(t.costs, c)) is not None for t in results.trials)]
+    costs = [c for c in _HTML_COSTS if any(measured(getattr(t.costs, c)) is not None for t in results.trials)]
     head = ["#", "trial", "chunker", "retriever", "top_k", *extras, *metrics, *(_COST_LABELS[c] for c in costs),
             "gates"]
     numeric = {0, 4, *range(5 + len(extras), 5 + len(extras) + len(metrics) + len(costs))}
@@ -655,7 +645,7 @@ def _index_table(results: SweepResults) -> str | None:
     for t in sorted(results.trials, key=_chunker_order):
         rows.setdefault((t.params.chunker, _retriever_label(t.params)), t)
     cols = [c for c in ("n_chunks", "index_bytes", "index_build_s")
-            if any(_num(getattr(t.costs, c)) is not None for t in rows.values())]
+            if any(measured(getattr(t.costs, c)) is not None for t in rows.values())]
     if not cols:
         return None
     head = "".join(f"<th class='n'>{_e(_COST_LABELS[c])}</th>" for c in cols)

@@ -96,6 +96,17 @@ class Costs(_Open):
 COST_NAMES = tuple(Costs.model_fields)  # the documented costs: lower is better
 
 
+def measured(value: Any) -> float | None:
+    """A value as a float, or None when it was not measured (None, NaN, or not a number)."""
+    if value is None or isinstance(value, bool):
+        return None
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return None
+    return None if math.isnan(number) else number
+
+
 def _nan_to_none(value: Any) -> Any:
     return None if isinstance(value, float) and math.isnan(value) else value
 
