@@ -13,7 +13,8 @@ from __future__ import annotations
 import logging
 import os
 import warnings
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from functools import cache
 from typing import Any
 
@@ -73,13 +74,23 @@ def check_metrics(metrics: Sequence[str], judge: Any = None) -> list[str]:
     return names
 
 
-@cache
-def load_ragas() -> dict[str, Any]:
-    os.environ["RAGAS_DO_NOT_TRACK"] = "true"
+@contextmanager
+def _host_logging_kept() -> Iterator[None]:
+    """ragas and the string libraries under it add a root log handler when imported or first used (other
+    libraries' debug lines then reach stderr); a library must not change its host's logging."""
     root = logging.getLogger()
     handlers, level = list(root.handlers), root.level
     try:
-        with warnings.catch_warnings():
+        yield
+    finally:
+        root.handlers[:], root.level = handlers, level
+
+
+@cache
+def load_ragas() -> dict[str, Any]:
+    os.environ["RAGAS_DO_NOT_TRACK"] = "true"
+    try:
+        with warnings.catch_warnings(), _host_logging_kept():
             warnings.simplefilter("ignore")
             from ragas import SingleTurnSample
             from ragas.metrics import NonLLMContextRecall  # only in the older API in ragas 0.4
@@ -95,8 +106,6 @@ def load_ragas() -> dict[str, Any]:
         raise AnswerMetricsUnavailable(
             f"answer metrics need ragas and its string libraries: pip install 'ragopt[answers]' ({exc})"
         ) from exc
-    finally:  # importing ragas configures the root logger; a library must not change the host's logging
-        root.handlers[:], root.level = handlers, level
     return {
         "SingleTurnSample": SingleTurnSample,
         "exact_match": ExactMatch,
@@ -113,27 +122,28 @@ def score_answers(
     samples: Sequence[AnswerSample], metrics: Sequence[str] = DEFAULT_ANSWER_METRICS, judge: Any = None
 ) -> dict[str, list[float | None]]:
     """{metric: [score per sample]}; None where a sample lacks what the metric needs (a reference, contexts)."""
-    names = check_metrics(metrics, judge)
-    lib = load_ragas()
-    scorers = {name: lib[name]() for name in names}
-    out: dict[str, list[float | None]] = {name: [] for name in names}
-    for s in samples:
-        for name, scorer in scorers.items():
-            value: float | None
-            if name in CONTEXT_METRICS:
-                if not s.reference_contexts or s.retrieved_contexts is None:
+    with _host_logging_kept():
+        names = check_metrics(metrics, judge)
+        lib = load_ragas()
+        scorers = {name: lib[name]() for name in names}
+        out: dict[str, list[float | None]] = {name: [] for name in names}
+        for s in samples:
+            for name, scorer in scorers.items():
+                value: float | None
+                if name in CONTEXT_METRICS:
+                    if not s.reference_contexts or s.retrieved_contexts is None:
+                        value = None
+                    else:
+                        sample = lib["SingleTurnSample"](
+                            retrieved_contexts=s.retrieved_contexts, reference_contexts=s.reference_contexts
+                        )
+                        value = float(scorer.single_turn_score(sample))
+                elif s.reference is None:
                     value = None
                 else:
-                    sample = lib["SingleTurnSample"](
-                        retrieved_contexts=s.retrieved_contexts, reference_contexts=s.reference_contexts
-                    )
-                    value = float(scorer.single_turn_score(sample))
-            elif s.reference is None:
-                value = None
-            else:
-                value = float(scorer.score(reference=s.reference, response=s.response).value)
-            out[name].append(value)
-    return out
+                    value = float(scorer.score(reference=s.reference, response=s.response).value)
+                out[name].append(value)
+        return out
 
 
 def score_answer(

@@ -56,3 +56,12 @@ def test_scores(ragas_ok):
     assert out["string_presence"][:2] == [1.0, 0.0]
     assert 0 < out["rouge_l"][0] < 1 and out["rouge_l"][1] == 0.0
     assert out["context_recall_nonllm"] == [None, None, None, pytest.approx(0.5)]
+
+
+def test_scoring_leaves_the_host_logging_alone(ragas_ok):
+    import logging
+
+    root = logging.getLogger()
+    before = (list(root.handlers), root.level)
+    score_answers([AnswerSample(response="The unit is mmol/L.", reference="mmol/L")], ["string_presence", "rouge_l"])
+    assert (list(root.handlers), root.level) == before
