@@ -59,9 +59,16 @@ def test_scores(ragas_ok):
 
 
 def test_scoring_leaves_the_host_logging_alone(ragas_ok):
-    import logging
+    # In a fresh interpreter: within this one an earlier test may already have imported ragas.
+    import subprocess
+    import sys
 
-    root = logging.getLogger()
-    before = (list(root.handlers), root.level)
-    score_answers([AnswerSample(response="The unit is mmol/L.", reference="mmol/L")], ["string_presence", "rouge_l"])
-    assert (list(root.handlers), root.level) == before
+    script = (
+        "import logging\n"
+        "from ragopt.eval.answers import AnswerSample, score_answers\n"
+        "score_answers([AnswerSample(response='The unit is mmol/L.', reference='mmol/L')], ['string_presence', 'rouge_l'])\n"
+        "print(len(logging.getLogger().handlers), logging.getLogger().level)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["0", "30"]  # no root handler, level still WARNING
