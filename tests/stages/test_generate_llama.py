@@ -83,16 +83,17 @@ def test_trace_has_ttft_tpot_tokens_and_prompt(tiny_gguf):
 def test_streaming_first_token_arrives_before_generation_ends(tiny_gguf):
     arrivals: list[tuple[float, str]] = []
 
-    def on_token(piece: str) -> None:
+    def on_token(piece: str) -> None:  # a fast client: it adds no time of its own
         arrivals.append((time.perf_counter(), piece))
-        time.sleep(0.003)  # a slow client: generation ends well after the first piece
 
-    gen = generator(tiny_gguf, max_tokens=30)
+    gen = generator(tiny_gguf, max_tokens=300)
     result = Pipeline([FixedHits(make_hits()), gen]).run("What is the capital of Italy?", on_token=on_token)
     t_end = time.perf_counter()
-    assert len(arrivals) >= 10
-    assert arrivals[0][0] < arrivals[-1][0] < t_end
-    assert arrivals[-1][0] - arrivals[0][0] > 0.05
+    decode_s = result.trace.span("generate").usage.attrs["decode_ms"] / 1000
+    assert len(arrivals) >= 100
+    # A generator that buffered its answer would deliver everything at the end; streaming delivers the first
+    # piece while most of the decoding is still to come.
+    assert t_end - arrivals[0][0] > 0.5 * decode_s > 0
     assert "".join(p for _, p in arrivals).strip() == result.answer.text
 
 
