@@ -6,7 +6,7 @@ import hashlib
 import json
 import tomllib
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, Sequence, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
@@ -22,6 +22,25 @@ class StrictModel(BaseModel):
 
     def fingerprint(self) -> str:
         return fingerprint(self.model_dump(mode="json"))
+
+
+def knob(default: Any, *, sweep: Sequence[Any] | None = None, **field_kwargs: Any) -> Any:
+    """A stage setting that a sweep may vary: a pydantic Field marked as a knob. `sweep` lists the values
+    a default search space tries; the sweep, results.json params, report labels and CLI flags learn the knob
+    from this declaration alone."""
+    extra: dict[str, Any] = {"knob": True}
+    if sweep is not None:
+        extra["sweep"] = list(sweep)
+    return Field(default, json_schema_extra=extra, **field_kwargs)
+
+
+def knobs(model: type[BaseModel]) -> dict[str, Any]:
+    """The knob fields of a config model: name -> pydantic FieldInfo."""
+    return {
+        name: info
+        for name, info in model.model_fields.items()
+        if isinstance(info.json_schema_extra, dict) and info.json_schema_extra.get("knob")
+    }
 
 
 def fingerprint(obj: Any) -> str:

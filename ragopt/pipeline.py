@@ -1,7 +1,13 @@
 """The pipeline core: a chain of stages, each run inside a timed span.
 
-A stage is any object with a `name` and one typed method, `run(state) -> state`. It does its one job and
-may report counters in `state.usage`; timing, tracing, fallbacks and deadlines live here, not in stages.
+A stage is any object with a `name`, the request fields it `reads` and `writes`, and one typed method,
+`run(state) -> state`. It does its one job and may report counters in `state.usage`; timing, tracing,
+fallbacks and deadlines live here, not in stages. A pipeline checks its wiring when it is built: a stage
+that reads a field no earlier stage writes is an error naming both stages.
+
+Fields (see `RequestState`): "query", "query_vector", "hits", "prompt", "answer", and "candidates.NAME",
+the list a retriever named NAME left for fusion. Knobs live on a stage's pydantic `config` (see
+`ragopt.config.knob`), so the sweep learns them from the declaration.
 """
 
 from __future__ import annotations
@@ -13,6 +19,14 @@ from typing import Any, Callable, Iterable, Protocol, Sequence, runtime_checkabl
 
 from ragopt.trace import Span, Trace, Usage, now_ms
 from ragopt.types import Answer, Hit, Query
+
+
+FIELDS = ("query", "query_vector", "candidates", "hits", "prompt", "answer")
+REQUEST_INPUTS = ("query",)  # what `Pipeline.run` provides before the first stage
+
+
+class WiringError(ValueError):
+    """A pipeline whose stages do not fit together; raised when it is built, never mid-request."""
 
 
 class DeadlineExceeded(RuntimeError):
@@ -27,7 +41,7 @@ class RequestState:
     query_vector: Any = None  # set by the embedding stage, read by vector search
     candidates: dict[str, list[Hit]] = field(default_factory=dict)  # per retriever, before fusion
     hits: list[Hit] = field(default_factory=list)  # the current ranking handed to the next stage
-    prompt: str | None = None
+    prompt: Any = None  # a FittedPrompt (ragopt.stages.prompt), written by the prompt stage
     answer: Answer | None = None
     deadline: float | None = None  # time.monotonic() value after which work should stop
     on_token: Callable[[str], None] | None = None  # streaming sink for generators
@@ -40,6 +54,8 @@ class RequestState:
 @runtime_checkable
 class Stage(Protocol):
     name: str
+    reads: tuple[str, ...]
+    writes: tuple[str, ...]
 
     def run(self, state: RequestState) -> RequestState: ...
 
@@ -71,14 +87,48 @@ class Result:
         return self.state.answer
 
 
-class Pipeline:
-    """Compose stages in code: `Pipeline([DenseRetriever(...), Fuse(...), Generate(...)])`."""
+def _provides(field_name: str, available: set[str]) -> bool:
+    """"candidates" is satisfied by any retriever's list; "candidates.NAME" only by that retriever's."""
+    if field_name == "candidates":
+        return any(a.startswith("candidates.") for a in available)
+    return field_name in available
 
-    def __init__(self, steps: Sequence[Stage | Step]):
+
+def check_wiring(stages: Sequence[Stage], inputs: Iterable[str] = REQUEST_INPUTS) -> None:
+    """Every field a stage reads is written by a stage before it (or given as an input); else WiringError
+    naming the reader and, where one exists, the stage that writes the field too late."""
+    available = set(inputs)
+    for i, stage in enumerate(stages):
+        for need in getattr(stage, "reads", None) or ():
+            if _provides(need, available):
+                continue
+            later = next((s for s in stages[i + 1 :] if _provides(need, set(s.writes))), None)
+            where = (f"stage {later.name!r} writes it but comes after {stage.name!r}" if later is not None
+                     else "no stage in this pipeline writes it")
+            raise WiringError(f"stage {stage.name!r} reads {need!r}, which is not available before it: {where}")
+        available |= set(stage.writes)
+
+
+class Pipeline:
+    """Compose stages in code: `Pipeline([EmbedQuery(...), VectorSearch(...), Fuse(...), LlamaGenerator(...)])`.
+
+    `inputs` names the fields already filled when the first stage runs (`run_state` on a state that other
+    stages prepared); the default is the request's query alone."""
+
+    def __init__(self, steps: Sequence[Stage | Step], inputs: Iterable[str] = REQUEST_INPUTS):
         self.steps = [s if isinstance(s, Step) else Step(s) for s in steps]
         names = [s.stage.name for s in self.steps]
         if len(set(names)) != len(names):
-            raise ValueError(f"stage names must be unique, got {names}")
+            raise WiringError(f"stage names must be unique, got {names}")
+        for s in self.steps:
+            for stage in (s.stage, s.fallback):
+                if stage is not None and not (hasattr(stage, "reads") and hasattr(stage, "writes")):
+                    raise WiringError(f"stage {stage.name!r} must declare the fields it reads and writes")
+        self.inputs = tuple(inputs)
+        check_wiring([s.stage for s in self.steps], self.inputs)
+        for i, s in enumerate(self.steps):  # a fallback stands in for its stage: it must fit the same place
+            if s.fallback is not None:
+                check_wiring([*(x.stage for x in self.steps[:i]), s.fallback], self.inputs)
 
     def run(
         self,

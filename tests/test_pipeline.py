@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from ragopt.config import FusionConfig
-from ragopt.pipeline import Pipeline, RequestState, Stage, Step
+from ragopt.pipeline import Pipeline, RequestState, Stage, Step, WiringError
 from ragopt.stages.embedding import EmbedQuery
 from ragopt.stages.fusion import Fuse
 from ragopt.stages.keyword import KeywordSearch
@@ -21,6 +21,9 @@ from ragopt.stages.vector import VectorSearch
 
 class Broken:
     """A fault: a stage that fails after touching nothing."""
+
+    reads: tuple[str, ...] = ()
+    writes = ("hits",)
 
     def __init__(self, name: str = "vector") -> None:
         self.name = name
@@ -31,6 +34,9 @@ class Broken:
 
 class Slow:
     """A fault: a stage that takes `seconds`, whatever its deadline."""
+
+    reads: tuple[str, ...] = ()
+    writes: tuple[str, ...] = ()
 
     def __init__(self, seconds: float, name: str = "slow") -> None:
         self.name, self.seconds = name, seconds
@@ -123,7 +129,14 @@ def test_stage_names_must_be_unique_and_stages_satisfy_the_protocol(tiny_index: 
         Pipeline([KeywordSearch(index), KeywordSearch(index)])
 
 
-def test_vector_search_without_an_embedding_stage_is_a_clear_error(tiny_index: Any) -> None:
-    index, _ = tiny_index
-    with pytest.raises(ValueError, match="EmbedQuery"):
-        Pipeline([VectorSearch(index)]).run("tides")
+def test_a_wiring_mistake_fails_at_construction_naming_both_stages(tiny_index: Any) -> None:
+    index, embedder = tiny_index
+    with pytest.raises(WiringError, match="'vector' reads 'query_vector'.*no stage"):
+        Pipeline([VectorSearch(index)])
+    with pytest.raises(WiringError, match="'vector' reads 'query_vector'.*'embed' writes it but comes after 'vector'"):
+        Pipeline([VectorSearch(index), EmbedQuery(embedder)])
+    with pytest.raises(WiringError, match="'fuse' reads 'candidates.vector'"):
+        Pipeline([KeywordSearch(index), Fuse()])  # fusion names its inputs by stage name
+    with pytest.raises(WiringError, match="'generate.fallback'|'vector' reads"):  # a fallback must fit the same place
+        Pipeline([KeywordSearch(index), Step(Broken("generate"), fallback=VectorSearch(index))])
+    Pipeline([VectorSearch(index)], inputs=("query", "query_vector"))  # a state prepared by other stages

@@ -161,6 +161,8 @@ class EmbedQuery:
     """Pipeline stage: the query's vector, from the cache when this exact query was embedded before."""
 
     name = "embed"
+    reads = ("query",)
+    writes = ("query_vector",)
 
     def __init__(self, embedder: Embedder, use_cache: bool = True):
         self.embedder = embedder

@@ -9,24 +9,28 @@ from ragopt.types import Hit
 
 
 class Fuse:
-    name = "fuse"
+    """Fuses the lists of the retriever stages named in `inputs` (candidates are keyed by stage name);
+    convex fusion weighs the first input (the dense one) by alpha and the second by 1 - alpha."""
 
-    def __init__(self, config: FusionConfig | None = None, k: int = 10):
+    name = "fuse"
+    writes = ("hits",)
+
+    def __init__(self, config: FusionConfig | None = None, k: int = 10, inputs: tuple[str, ...] = ("vector", "bm25")):
         self.config = config or FusionConfig()
         self.k = k
+        self.inputs = tuple(inputs)
+        if self.config.method == "convex" and len(self.inputs) != 2:
+            raise ValueError(f"convex fusion combines exactly two retrievers, got {list(self.inputs)}")
+        self.reads = tuple(f"candidates.{n}" for n in self.inputs)
 
     def run(self, state: RequestState) -> RequestState:
-        lists = list(state.candidates.values())
-        if not lists:
-            raise ValueError("fusion needs candidates: put retrieval stages before it")
+        lists = [state.candidates[n] for n in self.inputs]
         chunks = {h.chunk.id: h.chunk for hits in lists for h in hits}
         rankings = [[(h.chunk.id, h.score) for h in hits] for hits in lists]
         if self.config.method == "rrf":
             fused = rrf(rankings, k=self.config.k)
         else:
-            if set(state.candidates) != {"vector", "bm25"}:
-                raise ValueError(f"convex fusion combines vector and bm25 candidates, got {sorted(state.candidates)}")
-            dense, keyword = ([(h.chunk.id, h.score) for h in state.candidates[n]] for n in ("vector", "bm25"))
+            dense, keyword = rankings
             fused = convex(dense, keyword, alpha=self.config.alpha, norm=self.config.norm)  # alpha weighs dense
         label = self.config.method
         state.hits = [

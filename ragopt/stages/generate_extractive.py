@@ -58,6 +58,8 @@ class ExtractiveConfig(StrictModel):
 
 class ExtractiveGenerator:
     name = "extractive"
+    reads = ("query", "hits")
+    writes = ("answer",)
 
     def __init__(self, config: ExtractiveConfig | None = None, name: str = "extractive"):
         self.config = config or ExtractiveConfig()

@@ -370,6 +370,9 @@ class _StopFilter:
 class LlamaGenerator:
     """The generation stage. `LlamaGenerator(GeneratorConfig(model="m.gguf"))` or `LlamaGenerator(model="m.gguf", n_ctx=4096)`."""
 
+    reads = ("query", "hits")
+    writes = ("prompt", "answer")
+
     def __init__(self, config: GeneratorConfig | None = None, name: str = "generate", **overrides: Any):
         if config is None:
             config = GeneratorConfig(**overrides)

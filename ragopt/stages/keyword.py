@@ -110,9 +110,11 @@ class BM25Index:
 class KeywordSearch:
     """Pipeline stage: BM25 over the chunks the query may see."""
 
-    name = "bm25"
+    reads = ("query",)
 
-    def __init__(self, index: "Index", config: BM25Config | None = None, k: int = 10):
+    def __init__(self, index: "Index", config: BM25Config | None = None, k: int = 10, name: str = "bm25"):
+        self.name = name
+        self.writes = (f"candidates.{name}", "hits")
         self.index = index
         self.config = config or BM25Config()
         self.k = k

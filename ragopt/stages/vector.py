@@ -147,11 +147,13 @@ class QdrantStore:
 class VectorSearch:
     """Pipeline stage: nearest chunks to `state.query_vector`, filtered by the query's permissions."""
 
-    name = "vector"
+    reads = ("query_vector",)
 
-    def __init__(self, index: "Index", k: int = 10):
+    def __init__(self, index: "Index", k: int = 10, name: str = "vector"):
         self.index = index
         self.k = k
+        self.name = name
+        self.writes = (f"candidates.{name}", "hits")
 
     def run(self, state: RequestState) -> RequestState:
         if state.query_vector is None:

@@ -22,6 +22,8 @@ def hits() -> list[Hit]:
 
 class FixedHits:
     name = "retrieve"
+    reads: tuple[str, ...] = ()
+    writes = ("hits",)
 
     def run(self, state: RequestState) -> RequestState:
         state.hits = hits()
@@ -74,6 +76,8 @@ def test_sentence_split():
 
 class Failing:
     name = "generate"
+    reads = ("hits",)
+    writes = ("answer",)
 
     def run(self, state: RequestState) -> RequestState:
         raise RuntimeError("model crashed")

@@ -41,6 +41,8 @@ def make_hits(texts=TEXTS, prefix: str = "c") -> list[Hit]:
 
 class FixedHits:
     name = "retrieve"
+    reads: tuple[str, ...] = ()
+    writes = ("hits",)
 
     def __init__(self, hits: list[Hit]):
         self.hits = hits
