@@ -96,10 +96,17 @@ class StoreConfig(StrictModel):
 
 
 class RetrievalConfig(StrictModel):
-    retriever: Literal["dense", "bm25", "hybrid"] = "hybrid"
+    retriever: Literal["dense", "bm25", "hybrid", "langchain"] = "hybrid"
     top_k: int = Field(10, gt=0)
+    langchain: str | None = Field(None, description='retriever "langchain": a "module:attribute" LangChain retriever')
     fusion: FusionConfig = FusionConfig()
     bm25: BM25Config = BM25Config()
+
+    @model_validator(mode="after")
+    def _langchain_target(self) -> "RetrievalConfig":
+        if (self.retriever == "langchain") != (self.langchain is not None):
+            raise ValueError('retriever "langchain" and a langchain target ("module:attribute") go together')
+        return self
 
 
 M = TypeVar("M", bound=BaseModel)

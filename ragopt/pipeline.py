@@ -115,7 +115,8 @@ class Pipeline:
     `inputs` names the fields already filled when the first stage runs (`run_state` on a state that other
     stages prepared); the default is the request's query alone."""
 
-    def __init__(self, steps: Sequence[Stage | Step], inputs: Iterable[str] = REQUEST_INPUTS):
+    def __init__(self, steps: Sequence[Stage | Step], inputs: Iterable[str] = REQUEST_INPUTS, memo: Any = None):
+        self.memo = memo  # a ragopt.memo.StageMemo: a stage already run on the same inputs is not run again
         self.steps = [s if isinstance(s, Step) else Step(s) for s in steps]
         names = [s.stage.name for s in self.steps]
         if len(set(names)) != len(names):
@@ -172,8 +173,14 @@ class Pipeline:
                 return state
             trace.degraded.append(f"{stage.name}: deadline passed -> {step.fallback.name}")
             return self._timed(step.fallback, f"{stage.name}.fallback", state, trace, t0)
+        key = self.memo.key(stage, state) if self.memo is not None else None
+        if key is not None and self.memo.restore(key, state, trace, t0):
+            return state
         try:
-            return self._timed(stage, stage.name, state, trace, t0)
+            state = self._timed(stage, stage.name, state, trace, t0)
+            if key is not None:
+                self.memo.store(key, stage, state, trace.spans[-1])
+            return state
         except Exception as exc:  # a stage failure degrades visibly, never silently
             reason = f"{type(exc).__name__}: {exc}"
             if step.fallback is not None:
@@ -186,6 +193,9 @@ class Pipeline:
 
     @staticmethod
     def _timed(stage: Stage, span_name: str, state: RequestState, trace: Trace, t0: float) -> RequestState:
+        warm = getattr(stage, "warm", None)
+        if warm is not None:  # loading a model or building an index is not the request's time
+            warm()
         state.usage = Usage()
         items_in = len(state.hits)
         start = now_ms()

@@ -12,7 +12,7 @@ import sys
 
 from ragopt.errors import InputError
 
-SUBCOMMANDS = ["index", "search", "eval", "sweep", "ask", "capacity"]
+SUBCOMMANDS = ["index", "search", "eval", "sweep", "stages", "ask", "capacity"]
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -109,7 +109,9 @@ def run(args: argparse.Namespace) -> int:
             sys.stdout.flush()
 
     query = Query(text=args.question, tenant=args.tenant, scopes=args.scope)
-    result = Pipeline([*stages, step]).run(query, deadline_s=args.deadline, on_token=on_token)
+    # without a dataset there is no retrieval: the generator starts from an empty list of passages
+    inputs = ("query",) if stages else ("query", "hits")
+    result = Pipeline([*stages, step], inputs=inputs).run(query, deadline_s=args.deadline, on_token=on_token)
     answer = result.answer
     trace = result.trace
     if args.no_stream:

@@ -25,23 +25,25 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
 
 def run(args: argparse.Namespace) -> int:
     from ragopt.data import load_evalset
-    from ragopt.eval.metrics import evaluate_run, mean
-    from ragopt.eval.runner import chunk_depth, run_queries, write_trec
-    from ragopt.trace import summarize, write_jsonl
+    from ragopt.eval.metrics import mean
+    from ragopt.eval.runner import best_per_doc, chunk_depth, run_queries, write_trec
+    from ragopt.eval.scoring import rank_scores
+    from ragopt.trace import percentiles, write_jsonl
 
     evalset = load_evalset(args.dataset, split=args.split)
     report, embedder = _common.build(args, evalset, progress=not args.json, dense=args.retriever != "bm25")
     config = _common.retrieval_config(args)
     depth = chunk_depth(report.index, DOCS_PER_QUERY)
-    runs = run_queries(evalset, report.index, embedder, config, depth, progress=sys.stderr.isatty())
-    doc_run = {r.query_id: [d for d, _ in r.doc_scores(DOCS_PER_QUERY)] for r in runs}
-    qrels = {q.query.id: q.relevance for q in evalset.queries}
-    per_query = evaluate_run(doc_run, qrels, METRICS, query_ids=[q.query.id for q in evalset.queries])
+    runs = run_queries(evalset, report.index, embedder, config, depth, progress=sys.stderr.isatty(), workspace=_common.workspace(args))
+    per_query = rank_scores(runs, evalset, METRICS)
     metrics = {name: mean(values) for name, values in per_query.items()}
-    summary = summarize(r.trace for r in runs)
+    stages = list(dict.fromkeys(s for r in runs for s in r.stage_ms))  # in pipeline order
+    # a query's latency is the sum of its stages' spans, as in a sweep (ragopt.eval.executor)
+    summary = {"total": percentiles(r.ms for r in runs), **{s: percentiles(r.stage_ms[s] for r in runs if s in r.stage_ms) for s in stages}}
     tag = f"ragopt-{config.retriever}" + (f"-{config.fusion.method}" if config.retriever == "hybrid" else "")
     if args.save_run:
-        write_trec(args.save_run, tag, ((r.query_id, r.doc_scores(DOCS_PER_QUERY)) for r in runs))
+        write_trec(args.save_run, tag, (
+            (r.query_id, best_per_doc(((doc, score) for _, doc, _, _, score in r.ranking), DOCS_PER_QUERY)) for r in runs))
     if args.traces:
         write_jsonl((r.trace for r in runs), args.traces)
     out = {

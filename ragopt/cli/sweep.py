@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import json
 from pathlib import Path
+from typing import Any
 
 from ragopt.cli import _common
 
@@ -24,7 +26,15 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p.add_argument("--baseline", help="a previous results.json: fail on a significant regression")
     p.add_argument("--tolerance", type=float, default=None, help="allowed drop before a regression fails (default 0.02)")
     p.add_argument("--save-runs", action="store_true", help="write one TREC run file per trial under OUT/runs/")
-    p.add_argument("--remeasure", action="store_true", help="re-run retrieval to re-measure latency instead of reusing an earlier run's timings")
+    p.add_argument("--remeasure", action="store_true", help="run every stage again to re-measure latency instead of reusing an earlier run's")
+    p.add_argument("--set", action="append", default=[], metavar="KIND.KNOB=V1,V2",
+                   help="a stage knob's values, e.g. rerank.depth=0,20,50 (repeatable; see `ragopt stages`)")
+    p.add_argument("--select-split", help="select the configuration on this split (e.g. train) ...")
+    p.add_argument("--report-split", help="... and report it, with bootstrap intervals, on this one (e.g. test)")
+    p.add_argument("--holdout", type=float, help="no splits: select on a seeded random share of queries, report on the rest (e.g. 0.3)")
+    p.add_argument("--search", choices=["grid", "optuna"], help="grid (every trial) or optuna (TPE, seeded, --max-trials)")
+    p.add_argument("--max-trials", type=int, help="optuna: how many trials to sample")
+    p.add_argument("--seed", type=int, help="seed of the sampler, the holdout split and bootstrap intervals")
     p.add_argument("--no-progress", action="store_true")
     return p
 
@@ -37,6 +47,7 @@ def load_config(args: argparse.Namespace):  # type: ignore[no-untyped-def]
     from ragopt.config import load_toml, validate
     from ragopt.errors import InputError
     from ragopt.eval.sweep import SweepConfig
+    from ragopt.plan import validate_stage_values
 
     config_path = args.config or (SHIPPED_CONFIG if not args.dataset and SHIPPED_CONFIG.exists() else None)
     data = SweepConfig().model_dump(mode="json") if config_path is None else load_toml(config_path, SweepConfig).model_dump(mode="json")
@@ -57,6 +68,18 @@ def load_config(args: argparse.Namespace):  # type: ignore[no-untyped-def]
     if args.top_k:
         data["top_k"] = [_int(k, "--top-k") for k in _split(args.top_k)]
         flags["top_k"] = "--top-k"
+    for assignment in args.set:
+        kind, knob, values = _stage_setting(assignment)
+        try:
+            validate_stage_values(kind, {knob: values}, "--set")
+        except InputError as exc:
+            raise InputError(exc.message, field="--set") from None
+        data.setdefault("stages", {}).setdefault(kind, {})[knob] = values
+        flags["stages"] = "--set"
+    for name in ("select_split", "report_split", "holdout", "search", "max_trials", "seed"):
+        if getattr(args, name) is not None:
+            data[name] = getattr(args, name)
+            flags[name] = "--" + name.replace("_", "-")
     data["gates"] = list(data.get("gates") or []) + list(args.gate)
     if args.baseline:
         data["baseline"] = {**(data.get("baseline") or {}), "path": args.baseline}
@@ -71,6 +94,23 @@ def load_config(args: argparse.Namespace):  # type: ignore[no-untyped-def]
         if flag is None:
             raise
         raise InputError(exc.message, field=flag) from None
+
+
+def _stage_setting(assignment: str) -> tuple[str, str, list[Any]]:
+    """"rerank.depth=0,20,50" -> ("rerank", "depth", [0, 20, 50]); values parsed as JSON where they can be."""
+    from ragopt.errors import InputError
+
+    target, sep, raw = assignment.partition("=")
+    kind, dot, knob = target.partition(".")
+    if not (sep and dot and kind and knob and raw):
+        raise InputError(f"expected KIND.KNOB=V1,V2, got {assignment!r}", field="--set")
+    values = []
+    for item in _split(raw):
+        try:
+            values.append(json.loads(item))
+        except json.JSONDecodeError:
+            values.append(item)
+    return kind, knob, values
 
 
 def _nan_if_unmeasured(value: float | None) -> float:
@@ -97,25 +137,39 @@ def run(args: argparse.Namespace) -> int:
     from ragopt.eval.gates import is_cost, quality_metric, rank_trials
     from ragopt.eval.report import closest_trial, write_outputs
     from ragopt.eval.results import SweepResults
-    from ragopt.eval.sweep import run_sweep
+    from ragopt.eval.heldout import split_holdout
+    from ragopt.eval.sweep import confirm, run_sweep
 
     config = load_config(args)
+    baseline = SweepResults.load(config.baseline.path) if config.baseline else None  # read before any work
     if not config.gates:
         print("warning: no quality gates, so every trial passes and the cheapest (smallest K) is selected; "
               "add --gate, e.g. --gate 'recall@10>=0.9'", file=sys.stderr)
-    evalset = load_evalset(config.dataset, split=config.split)
+    if config.select_split:
+        evalset = load_evalset(config.dataset, split=config.select_split)
+        report_set, report_name = load_evalset(config.dataset, split=config.report_split), config.report_split
+    else:
+        evalset = load_evalset(config.dataset, split=config.split)
+        report_set, report_name = None, None
+        if config.holdout:
+            evalset, report_set = split_holdout(evalset, config.holdout, config.seed)
+            report_name = f"holdout {config.holdout:g} (seed {config.seed})"
     out = Path(args.out)
+    workspace = _common.workspace(args)
     outcome = run_sweep(
-        evalset, config, _common.workspace(args), progress=not args.no_progress,
+        evalset, config, workspace, progress=not args.no_progress,
         runs_dir=out / "runs" if args.save_runs else None, remeasure=args.remeasure,
     )
     results = outcome.results
-    if config.baseline:
-        baseline = SweepResults.load(config.baseline.path)
+    if report_set is not None:
+        confirm(outcome, report_set, config, workspace, split=report_name, selection_split=config.select_split or "selection",
+                progress=not args.no_progress)
+    paths = write_outputs(results, out, outcome.latencies)  # written before any comparison can fail
+    if baseline is not None:
         results.baseline = compare_to_baseline(
             results, baseline, config.baseline.tolerance, baseline_path=config.baseline.path, metrics=config.baseline.metrics
         )
-    paths = write_outputs(results, out, outcome.latencies)
+        paths = write_outputs(results, out, outcome.latencies)
 
     ranked = rank_trials(results.trials, results.gates, results.verdicts)
     gate_metrics = [v.metric for v in results.verdicts[ranked[0].id] if not is_cost(v.metric)]
@@ -147,6 +201,17 @@ def run(args: argparse.Namespace) -> int:
         for gate in results.gates:
             passing = sum(1 for t in results.trials if any(v.gate == gate and v.passed for v in results.verdicts[t.id]))
             print(f"  {gate}: passed by {passing} of {len(results.trials)} trials", file=sys.stderr)
+    if results.held_out is not None:
+        h = results.held_out
+        print(f"held out ({h.split}, {h.n_queries} queries; selected on {h.selection_split}):")
+        for name, interval in h.intervals.items():
+            chosen = h.selection_intervals.get(name)
+            flag = "  OVERFIT: outside the selection interval" if h.overfit.get(name) else ""
+            sel = f"  (selection {chosen.mean:.4f} [{chosen.low:.4f}, {chosen.high:.4f}])" if chosen else ""
+            print(f"  {name:<14} {interval.mean:.4f} [{interval.low:.4f}, {interval.high:.4f}]{sel}{flag}")
+    for v in results.verdicts.get(results.selected or "", []):
+        if v.within_noise:
+            print(f"note: gate {v.gate} passes only within noise: {v.message}")
     if results.baseline is not None:
         for v in results.baseline.verdicts:
             print(f"baseline: {v.message}")

@@ -144,6 +144,9 @@ class GateVerdict(_Model):
     passed: bool
     margin: float | None = Field(description="how far inside the threshold (>0) or outside it (<0)")
     message: str
+    within_noise: bool | None = Field(
+        None, description="the metric's bootstrap interval over queries straddles the threshold (None: not checked)"
+    )
 
 
 class RegressionVerdict(_Model):
@@ -170,6 +173,28 @@ class BaselineComparison(_Model):
     regressed: bool
 
 
+class Interval(_Model):
+    mean: float
+    low: float
+    high: float
+
+
+class HeldOut(_Model):
+    """The selected configuration, chosen on one split, measured again on another."""
+
+    split: str = Field(description='the report split, e.g. "test", or "holdout" for a seeded random share')
+    selection_split: str
+    trial: str
+    n_queries: int
+    confidence: float
+    metrics: dict[str, float | None] = Field(description="the report split's metrics of the selected trial")
+    intervals: dict[str, Interval] = Field(default_factory=dict, description="bootstrap intervals on the report split")
+    selection_intervals: dict[str, Interval] = Field(default_factory=dict, description="the same on the selection split")
+    overfit: dict[str, bool] = Field(
+        default_factory=dict, description="metric -> the held-out mean falls outside the selection interval"
+    )
+
+
 class SweepResults(_Model):
     schema_version: Literal[1] = SCHEMA_VERSION
     dataset: DatasetInfo
@@ -187,6 +212,7 @@ class SweepResults(_Model):
     verdicts: dict[str, list[GateVerdict]] = Field(default_factory=dict)
     query_ids: list[str] = Field(default_factory=list)
     baseline: BaselineComparison | None = None
+    held_out: HeldOut | None = None
 
     @model_validator(mode="after")
     def _consistent(self) -> "SweepResults":

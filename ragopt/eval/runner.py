@@ -1,30 +1,18 @@
-"""Runs one retrieval configuration over an evaluation set: rankings, traces and document-level runs."""
+"""Runs one retrieval configuration over an evaluation set (`ragopt eval`), and the run-file helpers."""
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from typing import Iterable
 from pathlib import Path
 
 from ragopt.config import RetrievalConfig
 from ragopt.data import EvalSet
 from ragopt.index import Index
-from ragopt.pipeline import Pipeline
-from ragopt.retrieval import retrieval_stages
+from ragopt.eval.executor import QueryOutcome, run_trial
+from ragopt.plan import PlanConfig
+from ragopt.retrieval import pipeline_for
 from ragopt.stages.embedding import Embedder
-from ragopt.trace import Trace
-from ragopt.types import Hit
-
-
-@dataclass
-class QueryRun:
-    query_id: str
-    hits: list[Hit]  # chunk ranking, best first
-    trace: Trace
-
-    def doc_scores(self, limit: int | None = None) -> list[tuple[str, float]]:
-        return best_per_doc(((h.chunk.doc_id, h.score) for h in self.hits), limit)
 
 
 def best_per_doc(chunk_scores: Iterable[tuple[str, float]], limit: int | None = None) -> list[tuple[str, float]]:
@@ -43,16 +31,15 @@ def chunk_depth(index: Index, docs_wanted: int) -> int:
 
 
 def run_queries(
-    evalset: EvalSet, index: Index, embedder: Embedder, config: RetrievalConfig, k: int, *, progress: bool = True
-) -> list[QueryRun]:
-    """Every query through the retrieval pipeline at depth `k` chunks; one trace per query. Queries are
-    encoded afresh, so the latency does not depend on what an earlier run cached."""
-    stages = retrieval_stages(index, embedder, config, k=k, cache_queries=False)
-    if config.retriever != "bm25":
-        embedder.model  # load before timing, so the first query does not carry the model load
-    pipeline = Pipeline(stages)
-    results = pipeline.run_many([q.query for q in evalset.queries], progress=progress)
-    return [QueryRun(q.query.id, r.hits, r.trace) for q, r in zip(evalset.queries, results)]
+    evalset: EvalSet, index: Index, embedder: Embedder, config: RetrievalConfig, k: int, *, progress: bool = True,
+    workspace: Path | None = None,
+) -> list[QueryOutcome]:
+    """Every query through the plan's pipeline at depth `k` chunks, by the executor the sweep uses. Queries
+    are encoded afresh, so the latency does not depend on what an earlier run cached."""
+    plan = PlanConfig(chunker=index.manifest.chunker, embedder=embedder.config, retrieval=config.model_copy(update={"top_k": k}))
+    pipeline = pipeline_for(plan, index, embedder, workspace or index.path.parent.parent)
+    outcomes, _ = run_trial(pipeline, [q.query for q in evalset.queries], progress=progress)
+    return outcomes
 
 
 def write_trec(path: str | Path, tag: str, rankings: Iterable[tuple[str, Iterable[tuple[str, float]]]]) -> None:

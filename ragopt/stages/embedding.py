@@ -168,6 +168,13 @@ class EmbedQuery:
         self.embedder = embedder
         self.use_cache = use_cache  # False when measuring: every query pays for its encoding
 
+    def identity(self) -> dict[str, object]:
+        return {"stage": "embed", "model": self.embedder.fingerprint, "normalize": self.embedder.config.normalize}
+
+    def warm(self) -> None:
+        if not self.use_cache:  # a measured encode must not carry the model load
+            self.embedder.model
+
     def run(self, state: RequestState) -> RequestState:
         q = state.query
         encoded = self.embedder.encode([q.text], [(q.tenant, q.scopes)], use_cache=self.use_cache)

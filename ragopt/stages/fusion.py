@@ -23,6 +23,9 @@ class Fuse:
             raise ValueError(f"convex fusion combines exactly two retrievers, got {list(self.inputs)}")
         self.reads = tuple(f"candidates.{n}" for n in self.inputs)
 
+    def identity(self) -> dict[str, object]:
+        return {"stage": "fuse", "fusion": self.config.model_dump(mode="json"), "k": self.k, "inputs": list(self.inputs)}
+
     def run(self, state: RequestState) -> RequestState:
         lists = [state.candidates[n] for n in self.inputs]
         chunks = {h.chunk.id: h.chunk for hits in lists for h in hits}

@@ -118,7 +118,17 @@ class KeywordSearch:
         self.index = index
         self.config = config or BM25Config()
         self.k = k
-        self.bm25 = index.keyword(self.config)  # built here, so no request's timed span pays for it
+
+    def identity(self) -> dict[str, object]:
+        return {"stage": "bm25", "name": self.name, "index": self.index.manifest.id,
+                "bm25": self.config.model_dump(mode="json"), "k": self.k}
+
+    def warm(self) -> None:
+        self.bm25  # built before the first request is timed, and only when a request needs it
+
+    @cached_property
+    def bm25(self) -> BM25Index:
+        return self.index.keyword(self.config)
 
     def run(self, state: RequestState) -> RequestState:
         found = self.bm25.search(state.query.text, self.k, self.index.allowed_mask(state.query))

@@ -155,6 +155,9 @@ class VectorSearch:
         self.name = name
         self.writes = (f"candidates.{name}", "hits")
 
+    def identity(self) -> dict[str, object]:
+        return {"stage": "vector", "name": self.name, "index": self.index.manifest.id, "k": self.k}
+
     def run(self, state: RequestState) -> RequestState:
         if state.query_vector is None:
             raise ValueError("vector search needs a query vector: put an EmbedQuery stage before it")

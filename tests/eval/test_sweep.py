@@ -1,5 +1,6 @@
-"""The sweep engine against the eval runner: the same numbers, TopK truncation equal to a re-run at that K,
-and a warm re-run served from caches (no model load, no embedding)."""
+"""The sweep as a client of the pipeline: the same numbers and latency definition as `ragopt eval`, a trial's
+K measured at its own depth, stage knobs swept from their declarations alone, warm re-runs served from the
+workspace, held-out confirmation and an Optuna sample of the grid."""
 
 from __future__ import annotations
 
@@ -9,13 +10,15 @@ import pytest
 
 from fixtures.tiny_corpus import write_beir
 
-from ragopt.config import ChunkerConfig, FusionConfig, RetrievalConfig
+from ragopt.config import ChunkerConfig, RetrievalConfig, StrictModel, knob
 from ragopt.data.beir import load_beir
-from ragopt.eval import metrics as M
-from ragopt.eval.runner import chunk_depth, run_queries
-from ragopt.eval.sweep import SweepConfig, run_sweep
+from ragopt.eval.runner import run_queries
+from ragopt.eval.scoring import rank_scores
+from ragopt.eval.sweep import SweepConfig, confirm, run_sweep
+from ragopt.eval.heldout import split_holdout
 from ragopt.index import build_index, make_embedder
-from ragopt.stages import embedding
+from ragopt.pipeline import RequestState
+from ragopt.plan import StageSpec, register_stage, unregister_stage
 
 CONFIG = SweepConfig(chunk_sizes=["whole", 24], chunk_overlaps=[4], retrievers=["dense", "bm25", "hybrid"], top_k=[1, 3, 10])
 
@@ -29,89 +32,130 @@ def swept(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     return {"evalset": evalset, "ws": ws, "outcome": outcome, "trials": {t.id: t for t in outcome.results.trials}}
 
 
-def direct_metrics(swept: dict[str, Any], chunker: ChunkerConfig, config: RetrievalConfig, k: int, names: list[str]) -> dict[str, float]:
-    """Retrieval run by the eval runner at depth k, scored at document level."""
-    evalset, ws = swept["evalset"], swept["ws"]
-    embedder = make_embedder(ws)
-    index = build_index(evalset.documents, chunker, embedder, ws, progress=False).index
-    runs = run_queries(evalset, index, embedder, config, k, progress=False)
-    run = {r.query_id: M.doc_ranking(h.chunk.doc_id for h in r.hits) for r in runs}
-    qrels = {q.query.id: q.relevance for q in evalset.queries}
-    per_query = M.evaluate_run(run, qrels, names, query_ids=[q.query.id for q in evalset.queries])
-    return {n: M.mean(v) for n, v in per_query.items()}  # type: ignore[misc]
-
-
 def test_trials_cover_the_search_space(swept: dict[str, Any]) -> None:
     trials = swept["trials"]
     assert len(trials) == 2 * 3 * 3
     assert {"whole_dense_k10", "c24-o4_bm25_k3", "whole_hybrid-rrf_k1"} <= set(trials)
     assert all(t.costs.p50_ms > 0 for t in trials.values())
+    # per-stage latencies come from the traces: the stages each retriever runs, and nothing else
+    assert {"embed_p95_ms", "vector_p95_ms"} <= set(trials["whole_dense_k10"].costs.model_dump())
+    assert "vector_p95_ms" not in trials["whole_bm25_k10"].costs.model_dump()
 
 
-def test_whole_document_dense_ndcg_equals_the_eval_runner(swept: dict[str, Any]) -> None:
+@pytest.mark.parametrize("trial_id,retriever,k", [("whole_dense_k10", "dense", 10), ("whole_hybrid-rrf_k3", "hybrid", 3),
+                                                  ("whole_bm25_k1", "bm25", 1)])
+def test_eval_and_sweep_give_identical_metrics_and_the_same_latency_definition(
+    swept: dict[str, Any], trial_id: str, retriever: str, k: int
+) -> None:
     evalset, ws = swept["evalset"], swept["ws"]
     embedder = make_embedder(ws)
     index = build_index(evalset.documents, ChunkerConfig(mode="whole"), embedder, ws, progress=False).index
-    runs = run_queries(evalset, index, embedder, RetrievalConfig(retriever="dense"), chunk_depth(index, 100), progress=False)
-    run = {r.query_id: [d for d, _ in r.doc_scores(100)] for r in runs}
-    qrels = {q.query.id: q.relevance for q in evalset.queries}
-    per_query = M.evaluate_run(run, qrels, ["ndcg@10", "recall@10"], query_ids=[q.query.id for q in evalset.queries])
-    trial = swept["trials"]["whole_dense_k10"]
-    assert trial.metrics["ndcg@10"] == pytest.approx(M.mean(per_query["ndcg@10"]), abs=1e-12)
-    assert trial.metrics["recall@10"] == pytest.approx(M.mean(per_query["recall@10"]), abs=1e-12)
-    assert trial.per_query["ndcg@10"] == pytest.approx(per_query["ndcg@10"], abs=1e-12)
-    assert 0.5 < trial.metrics["ndcg@10"] <= 1.0
+    runs = run_queries(evalset, index, embedder, RetrievalConfig(retriever=retriever), k, progress=False)
+    trial = swept["trials"][trial_id]
+    per_query = rank_scores(runs, evalset, ["ndcg@10", "recall@10"])
+    assert trial.per_query["ndcg@10"] == per_query["ndcg@10"]
+    assert trial.per_query["recall@10"] == per_query["recall@10"]
+    # a query's latency is the sum of its stage spans in both, over the same stages
+    assert all(r.ms == pytest.approx(sum(s.ms for s in r.trace.spans)) for r in runs)
+    stages = {name.removesuffix("_p95_ms") for name in trial.costs.model_dump() if name.endswith("_p95_ms")}
+    assert stages == set(runs[0].stage_ms)
 
 
-CASES = [
-    (ChunkerConfig(mode="whole"), RetrievalConfig(retriever="dense"), "whole_dense"),
-    (ChunkerConfig(mode="whole"), RetrievalConfig(retriever="bm25"), "whole_bm25"),
-    (ChunkerConfig(mode="whole"), RetrievalConfig(retriever="hybrid", fusion=FusionConfig(depth=100)), "whole_hybrid-rrf"),
-    (ChunkerConfig(mode="tokens", size=24, overlap=4), RetrievalConfig(retriever="dense"), "c24-o4_dense"),
-    (ChunkerConfig(mode="tokens", size=24, overlap=4), RetrievalConfig(retriever="hybrid", fusion=FusionConfig(depth=100)), "c24-o4_hybrid-rrf"),
-]
+def test_each_k_runs_at_its_own_depth_and_is_the_head_of_a_deeper_run(swept: dict[str, Any], tmp_path: Any) -> None:
+    again = run_sweep(swept["evalset"], CONFIG, swept["ws"], progress=False, runs_dir=tmp_path)
+    for retriever in ("whole_dense", "whole_bm25", "whole_hybrid-rrf", "c24-o4_hybrid-rrf"):
+        deep = _trec(tmp_path / f"{retriever}_k10.trec")
+        for k in (1, 3):
+            shallow = _trec(tmp_path / f"{retriever}_k{k}.trec")
+            assert all(len(docs) <= k for docs in shallow.values())
+            for qid, docs in shallow.items():  # chunks of the same document collapse, so compare as a prefix of docs
+                assert deep[qid][: len(docs)] == docs, (retriever, k, qid)
+    assert {t.id: t.metrics for t in again.results.trials} == {t.id: t.metrics for t in swept["outcome"].results.trials}
 
 
-@pytest.mark.parametrize(("chunker", "config", "prefix"), CASES, ids=[c[2] for c in CASES])
-@pytest.mark.parametrize("k", [1, 3])
-def test_topk_truncation_equals_a_rerun_at_that_k(swept: dict[str, Any], chunker: ChunkerConfig, config: RetrievalConfig, prefix: str, k: int) -> None:
-    trial = swept["trials"][f"{prefix}_k{k}"]
-    names = [n for n in trial.metrics if n.split("@")[0] in ("recall", "ndcg", "mrr", "precision", "hit")]
-    assert f"recall@{k}" in names and "ndcg@10" in names
-    direct = direct_metrics(swept, chunker, config, k, names)
-    for name in names:
-        assert trial.metrics[name] == pytest.approx(direct[name], abs=1e-12), name
+def _trec(path: Any) -> dict[str, list[str]]:
+    out: dict[str, list[str]] = {}
+    for line in path.read_text().splitlines():
+        qid, _, doc, _, _, _ = line.split()
+        out.setdefault(qid, []).append(doc)
+    return out
 
 
-def test_a_second_sweep_is_served_from_caches(swept: dict[str, Any], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
-    def no_model(path: str) -> None:  # a fault on purpose: any model load or embedding fails the test
-        raise AssertionError(f"the warm sweep loaded the model: {path}")
-
-    monkeypatch.setattr(embedding, "_load", no_model)
+def test_a_warm_rerun_is_served_from_the_workspace_and_remeasure_runs_again(swept: dict[str, Any]) -> None:
     again = run_sweep(swept["evalset"], CONFIG, swept["ws"], progress=False)
-    err = capsys.readouterr().err
-    assert err.count("reused") == 2 and "embedded" not in err  # both indexes reused, nothing embedded
-    first = {t.id: t.metrics for t in swept["outcome"].results.trials}
-    assert {t.id: t.metrics for t in again.results.trials} == first
-    assert again.seconds < swept["outcome"].seconds
+    assert {t.id: t.metrics for t in again.results.trials} == {t.id: t.metrics for t in swept["outcome"].results.trials}
     assert all(t.costs.latency_cached for t in again.results.trials)
     assert not any(t.costs.latency_cached for t in swept["outcome"].results.trials)
+    fresh = run_sweep(swept["evalset"], CONFIG, swept["ws"], progress=False, remeasure=True)
+    assert not any(t.costs.latency_cached for t in fresh.results.trials)
+    assert {t.id: t.metrics for t in fresh.results.trials} == {t.id: t.metrics for t in swept["outcome"].results.trials}
 
 
-def test_remeasure_runs_retrieval_again_with_the_same_rankings(swept: dict[str, Any], tmp_path: Any) -> None:
-    again = run_sweep(swept["evalset"], CONFIG, swept["ws"], progress=False, remeasure=True, runs_dir=tmp_path)
-    assert not any(t.costs.latency_cached for t in again.results.trials)
-    first = {t.id: t.metrics for t in swept["outcome"].results.trials}
-    assert {t.id: t.metrics for t in again.results.trials} == first
-    # every trial's ranking as a TREC run: `qid Q0 docid rank score tag`, at most top_k documents a query
-    trial = again.results.trial("whole_bm25_k3")
-    rows = [line.split() for line in (tmp_path / "whole_bm25_k3.trec").read_text().splitlines()]
-    assert len(list(tmp_path.glob("*.trec"))) == len(again.results.trials)
-    assert rows and all(len(r) == 6 and r[1] == "Q0" and r[5] == trial.id for r in rows)
-    per_query: dict[str, list[int]] = {}
-    for qid, _, _, rank, _, _ in rows:
-        per_query.setdefault(qid, []).append(int(rank))
-    assert all(ranks == list(range(1, len(ranks) + 1)) and len(ranks) <= 3 for ranks in per_query.values())
+class ToyConfig(StrictModel):
+    drop_first: bool = knob(False, sweep=[False, True])
+
+
+class DropFirst:
+    """A toy stage that lives in this test file alone: it drops the best hit when its knob says so."""
+
+    reads = ("hits",)
+    writes = ("hits",)
+
+    def __init__(self, config: ToyConfig) -> None:
+        self.name, self.config = "toy", config
+
+    def run(self, state: RequestState) -> RequestState:
+        if self.config.drop_first:
+            state.hits = [h.model_copy(update={"rank": h.rank - 1}) for h in state.hits[1:]]
+        return state
+
+
+def test_a_stage_defined_in_a_test_file_is_swept_by_its_knob(swept: dict[str, Any], tmp_path: Any) -> None:
+    register_stage(StageSpec("toy", ToyConfig, lambda config, ctx: DropFirst(config), slot="rerank"))
+    try:
+        config = SweepConfig(retrievers=["bm25"], top_k=[3], stages={"toy": {"drop_first": [False, True]}})
+        trials = {t.id: t for t in run_sweep(swept["evalset"], config, tmp_path / "ws", progress=False).results.trials}
+    finally:
+        unregister_stage("toy")
+    assert set(trials) == {"whole_bm25_k3_toy-drop_firstoff", "whole_bm25_k3_toy-drop_firston"}
+    kept, dropped = trials["whole_bm25_k3_toy-drop_firstoff"], trials["whole_bm25_k3_toy-drop_firston"]
+    assert kept.params.model_dump()["toy.drop_first"] is False and dropped.params.model_dump()["toy.drop_first"] is True
+    assert dropped.metrics["mrr@10"] < kept.metrics["mrr@10"]  # the best passage was the right one for most queries
+    assert "toy_p95_ms" in dropped.costs.model_dump()
+
+
+def test_an_unknown_knob_or_value_is_an_input_error_before_any_work() -> None:
+    from pydantic import ValidationError
+
+    with pytest.raises(ValidationError, match="unknown stage kind 'nope'"):
+        SweepConfig(stages={"nope": {"x": [1]}})
+    with pytest.raises(ValidationError, match="generate has no setting 'colour'"):
+        SweepConfig(stages={"generate": {"colour": ["red"]}})
+
+
+def test_held_out_confirmation_records_intervals_and_overfitting(swept: dict[str, Any]) -> None:
+    selection, held = split_holdout(swept["evalset"], 0.4, seed=1)
+    assert {q.query.id for q in selection.queries}.isdisjoint(q.query.id for q in held.queries)
+    config = CONFIG.model_copy(update={"retrievers": ["hybrid"], "chunk_sizes": ["whole"], "top_k": [3], "gates": ["recall@3>=0.5"]})
+    outcome = run_sweep(selection, config, swept["ws"], progress=False)
+    confirm(outcome, held, config, swept["ws"], split="holdout", selection_split="selection", progress=False)
+    h = outcome.results.held_out
+    assert h is not None and h.trial == outcome.results.selected and h.n_queries == len(held.queries)
+    assert h.intervals["recall@3"].low <= h.intervals["recall@3"].mean <= h.intervals["recall@3"].high
+    assert set(h.overfit) >= {"recall@3", "ndcg@10"}
+    for name, flagged in h.overfit.items():
+        chosen = h.selection_intervals[name]
+        assert flagged == (not chosen.low <= h.intervals[name].mean <= chosen.high)
+
+
+def test_optuna_samples_distinct_trials_reproducibly(swept: dict[str, Any]) -> None:
+    pytest.importorskip("optuna")
+    config = CONFIG.model_copy(update={"search": "optuna", "max_trials": 5, "seed": 3})
+    first = [t.id for t in run_sweep(swept["evalset"], config, swept["ws"], progress=False).results.trials]
+    second = [t.id for t in run_sweep(swept["evalset"], config, swept["ws"], progress=False).results.trials]
+    assert len(first) == len(set(first)) == 5 and first == second
+    grid = {t for t in swept["trials"]}
+    assert set(first) <= grid
 
 
 def test_each_overlap_is_tried_with_each_size_below_it() -> None:

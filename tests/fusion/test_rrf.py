@@ -8,7 +8,7 @@ import pytest
 
 from ragopt.config import FusionConfig
 from ragopt.fusion import rrf
-from ragopt.pipeline import Pipeline
+from ragopt.pipeline import Pipeline, WiringError
 from ragopt.stages.embedding import EmbedQuery
 from ragopt.stages.fusion import Fuse
 from ragopt.stages.keyword import KeywordSearch
@@ -58,6 +58,6 @@ def test_fuse_stage_over_real_dense_and_bm25_candidates(tiny_index: Any) -> None
     assert result.hits[0].chunk.doc_id == "d6"
 
 
-def test_fuse_without_candidates_is_a_clear_error() -> None:
-    with pytest.raises(ValueError, match="retrieval stages before it"):
-        Pipeline([Fuse()]).run("q")
+def test_fuse_without_candidates_is_a_clear_error_when_the_pipeline_is_built() -> None:
+    with pytest.raises(WiringError, match="'fuse' reads 'candidates.vector'.*no stage"):
+        Pipeline([Fuse()])

@@ -1,0 +1,88 @@
+"""Per-query scores of one trial's outcomes: rankings against qrels, spans against evidence, answers'
+citations against the gold documents and spans, and answer text against references (cached by content)."""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from ragopt.cache import Cache, CacheKey
+from ragopt.data import EvalSet
+from ragopt.eval import metrics as M
+from ragopt.eval.executor import QueryOutcome
+
+CITATION_METRICS = ("citation_precision", "citation_recall", "citation_valid_share")
+
+
+def rank_scores(outcomes: Sequence[QueryOutcome], evalset: EvalSet, names: Sequence[str]) -> dict[str, list[float | None]]:
+    """Document-level metrics (a document ranks where its best chunk does) and span recall."""
+    qids = [o.query_id for o in outcomes]
+    qrels = {q.query.id: q.relevance for q in evalset.queries}
+    run = {o.query_id: M.doc_ranking(doc for _, doc, _, _, _ in o.ranking) for o in outcomes}
+    rank_names = [n for n in names if "@" in n and not n.startswith("span_")]
+    per_query = M.evaluate_run(run, qrels, rank_names, query_ids=qids)
+    span_ks = sorted({M.parse_metric(n)[1] for n in names if n.startswith("span_recall@")})
+    if span_ks:
+        evidence = {q.query.id: q.evidence for q in evalset.queries}
+        spans = {o.query_id: [(doc, start, end) for _, doc, start, end, _ in o.ranking] for o in outcomes}
+        per_query.update(M.evaluate_spans(spans, evidence, span_ks, query_ids=qids))
+    return per_query
+
+
+def citation_scores(outcomes: Sequence[QueryOutcome], evalset: EvalSet) -> dict[str, list[float | None]]:
+    """Citation precision/recall of each answer against the gold evidence documents (else the relevant ones)."""
+    from ragopt.eval.citations import citation_scores as score
+
+    by_id = {q.query.id: q for q in evalset.queries}
+    out: dict[str, list[float | None]] = {name: [] for name in CITATION_METRICS}
+    for o in outcomes:
+        answer = o.answer_model()
+        q = by_id[o.query_id]
+        if answer is None:
+            for name in CITATION_METRICS:
+                out[name].append(None)
+            continue
+        gold = [e.doc_id for e in q.evidence] or [d for d, grade in q.relevance.items() if grade > 0]
+        cs = score(answer, gold)
+        out["citation_precision"].append(cs.precision)
+        out["citation_recall"].append(cs.recall)
+        out["citation_valid_share"].append(cs.valid_share)
+    return out
+
+
+def answer_scores(
+    outcomes: Sequence[QueryOutcome], evalset: EvalSet, metrics: Sequence[str], cache: Cache | None
+) -> dict[str, list[float | None]]:
+    """ragas string metrics of each answer against its reference; each distinct (metric, answer, reference)
+    is scored once, in one batch, and remembered in `cache` for later trials and runs."""
+    from ragopt.eval.answers import AnswerSample, score_answers
+
+    refs = {q.query.id: q.reference_answer for q in evalset.queries}
+    pairs = [(o.answer["text"] if o.answer else None, refs.get(o.query_id)) for o in outcomes]
+
+    def key(metric: str, response: str, reference: str) -> CacheKey:
+        return CacheKey(namespace="answer-score", payload=[metric, response, reference])
+
+    known: dict[tuple[str, str, str], Any] = {}
+    todo: dict[str, set[tuple[str, str]]] = {m: set() for m in metrics}
+    for metric in metrics:
+        for response, reference in set(pairs):
+            if response is None or reference is None:
+                continue
+            value = cache.get(key(metric, response, reference)) if cache is not None else None
+            if value is None:
+                todo[metric].add((response, reference))
+            else:
+                known[(metric, response, reference)] = value
+    for metric, items in todo.items():
+        if not items:
+            continue
+        ordered = sorted(items)
+        values = score_answers([AnswerSample(response=r, reference=ref) for r, ref in ordered], [metric])[metric]
+        for (response, reference), value in zip(ordered, values):
+            known[(metric, response, reference)] = value
+        if cache is not None:
+            cache.set_many((key(metric, r, ref), v) for (r, ref), v in zip(ordered, values) if v is not None)
+    return {
+        metric: [None if r is None or ref is None else known.get((metric, r, ref)) for r, ref in pairs]
+        for metric in metrics
+    }

@@ -1,0 +1,210 @@
+"""A sweep's search space: the retrieval dimensions (chunker x retriever x fusion x TopK) and every optional
+stage's knobs, read from the stage declarations (ragopt.plan), as a grid of trial plans or dimensions for a
+sampler. Loadable from TOML (see pipelines/*.toml):
+
+    [stages.rerank]
+    model = "trained:train"      # a fixed setting
+    depth = [0, 20, 50]          # a list on a knob is a dimension of the search space
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+from typing import Any, Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from ragopt.config import BM25Config, ChunkerConfig, EmbedderConfig, FusionConfig, RetrievalConfig, StoreConfig, StrictModel, knobs
+from ragopt.errors import InputError
+from ragopt.plan import PlanConfig, spec_for, validate_stage_values
+
+RANK_METRICS = ("recall", "ndcg", "mrr", "precision", "hit")
+CITATION_METRICS = ("citation_precision", "citation_recall", "citation_valid_share")
+
+
+class BaselineConfig(StrictModel):
+    path: str
+    tolerance: float = Field(0.02, ge=0)
+    metrics: list[str] | None = None
+
+
+class SweepConfig(StrictModel):
+    """A search space, its gates and how to select; loadable from TOML (see pipelines/*.toml)."""
+
+    dataset: str | None = None
+    split: str = "test"
+    chunk_sizes: list[int | Literal["whole"]] = Field(default_factory=lambda: ["whole"])
+    chunk_overlaps: list[int] = Field(default_factory=lambda: [0], description="token overlaps, each tried with each size")
+    retrievers: list[Literal["dense", "bm25", "hybrid", "langchain"]] = Field(default_factory=lambda: ["dense", "bm25", "hybrid"])
+    langchain: str | None = Field(None, description='retriever "langchain": your LangChain retriever as "module:attribute"')
+    fusions: list[Literal["rrf", "convex"]] = Field(default_factory=lambda: ["rrf"])
+    alphas: list[float] = Field(default_factory=lambda: [0.5])
+    top_k: list[int] = Field(default_factory=lambda: [1, 3, 5, 10, 20])
+    gates: list[str] = Field(default_factory=list)
+    embedder: EmbedderConfig = EmbedderConfig()
+    embedders: list[str] = Field(default_factory=list, description="embedder models to compare (default: embedder.model)")
+    bm25: BM25Config = BM25Config()
+    fusion_depth: int = Field(100, gt=0)
+    store: StoreConfig = StoreConfig()
+    baseline: BaselineConfig | None = None
+    answers: Literal["none", "extractive"] = Field(
+        "none", description="shorthand for [stages.generate] generator = 'extractive': answer and score citations"
+    )
+    answer_metrics: list[str] = Field(default_factory=lambda: ["string_presence", "rouge_l"])
+    context_tokenizer: str = Field(
+        "embedder", description='count context tokens with "embedder", "generator" (the default GGUF) or a GGUF path'
+    )
+    stages: dict[str, dict[str, Any]] = Field(default_factory=dict, description="stage kind -> settings; a list on a knob sweeps it")
+    search: Literal["grid", "optuna"] = "grid"
+    max_trials: int | None = Field(None, gt=0, description="optuna: trials to sample (default: a quarter of the grid)")
+    seed: int = 0
+    select_split: str | None = Field(None, description="select on this split ...")
+    report_split: str | None = Field(None, description="... and report the selected trial on this one")
+    holdout: float | None = Field(None, gt=0, lt=1, description="no splits: hold this share of queries out (seeded)")
+
+    @field_validator("top_k")
+    @classmethod
+    def _positive_k(cls, v: list[int]) -> list[int]:
+        if not v or any(k <= 0 for k in v):
+            raise ValueError("top_k must be a non-empty list of positive integers")
+        return sorted(set(v))
+
+    @field_validator("alphas")
+    @classmethod
+    def _alpha_range(cls, v: list[float]) -> list[float]:
+        if any(not 0 <= a <= 1 for a in v):
+            raise ValueError("every alpha must lie in [0, 1]")
+        return v
+
+    @model_validator(mode="after")
+    def _consistent(self) -> "SweepConfig":
+        if any(o < 0 for o in self.chunk_overlaps):
+            raise ValueError("chunk_overlaps must not be negative")
+        for name in ("chunk_sizes", "chunk_overlaps", "retrievers", "fusions"):
+            if not getattr(self, name):
+                raise ValueError(f"{name} must not be empty")
+        if (self.select_split is None) != (self.report_split is None):
+            raise ValueError("select_split and report_split go together")
+        if ("langchain" in self.retrievers) != (self.langchain is not None):
+            raise ValueError('retriever "langchain" and a langchain target ("module:attribute") go together')
+        if self.holdout is not None and self.select_split is not None:
+            raise ValueError("holdout is for sets without splits: give either holdout or select_split/report_split")
+        return self
+
+    @field_validator("stages")
+    @classmethod
+    def _known_stage_values(cls, v: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+        for kind, values in v.items():
+            try:
+                validate_stage_values(kind, values, "stages")
+            except InputError as exc:
+                raise ValueError(f"{kind}: {exc.message}" + (f" ({exc.field})" if exc.field else "")) from None
+        return v
+
+    def stage_values(self) -> dict[str, dict[str, Any]]:
+        """[stages] with the `answers` shorthand applied."""
+        stages = {k: dict(v) for k, v in self.stages.items()}
+        if self.answers != "none":
+            stages.setdefault("generate", {}).setdefault("generator", self.answers)
+        return stages
+
+    def chunkers(self) -> list[ChunkerConfig]:
+        configs = []
+        for size in self.chunk_sizes:
+            if size == "whole":
+                configs.append(ChunkerConfig(mode="whole"))
+            else:  # an overlap as large as the chunk is meaningless: skip it for that size only
+                configs += [ChunkerConfig(mode="tokens", size=size, overlap=o) for o in self.chunk_overlaps if o < size]
+        return configs
+
+    def embedder_configs(self) -> list[EmbedderConfig]:
+        models = self.embedders or [self.embedder.model]
+        return [self.embedder.model_copy(update={"model": m}) for m in models]
+
+    def retrieval_variants(self, k: int) -> list[RetrievalConfig]:
+        variants = []
+        for retriever in self.retrievers:
+            fusions = [FusionConfig()] if retriever != "hybrid" else [
+                FusionConfig(method=f, alpha=a, depth=self.fusion_depth)
+                for f in self.fusions
+                for a in (self.alphas if f == "convex" else [0.5])
+            ]
+            target = self.langchain if retriever == "langchain" else None
+            variants += [RetrievalConfig(retriever=retriever, top_k=k, fusion=fu, bm25=self.bm25, langchain=target) for fu in fusions]
+        return variants
+
+    def stage_dimensions(self) -> dict[str, list[Any]]:
+        """"kind.knob" -> values, for every knob given as a list (a dimension) in [stages]."""
+        dims: dict[str, list[Any]] = {}
+        for kind, values in self.stage_values().items():
+            declared = knobs(spec_for(kind).config)
+            for name, value in values.items():
+                if name in declared and isinstance(value, list):
+                    dims[f"{kind}.{name}"] = value
+        return dims
+
+    def plans(self) -> list[tuple[str, PlanConfig]]:
+        """The full grid as (trial id, plan), grouped by embedder and chunker (so shared work stays warm)."""
+        dims = self.stage_dimensions()
+        varying = [d for d, v in dims.items() if len(v) > 1]
+        out = []
+        for embedder in self.embedder_configs():
+            for chunker in self.chunkers():
+                for k in self.top_k:
+                    for variant in self.retrieval_variants(k):
+                        for combo in itertools.product(*dims.values()):
+                            choice = dict(zip(dims, combo))
+                            out.append((self.trial_id(embedder, chunker, variant, choice, varying),
+                                        self.plan(embedder, chunker, variant, choice)))
+        return out
+
+    def plan(self, embedder: EmbedderConfig, chunker: ChunkerConfig, variant: RetrievalConfig, choice: dict[str, Any]) -> PlanConfig:
+        stages = self.stage_values()
+        for dim, value in choice.items():
+            kind, name = dim.split(".", 1)
+            stages[kind][name] = value
+        return PlanConfig(chunker=chunker, embedder=embedder, retrieval=variant, stages=stages)
+
+    def trial_id(self, embedder: EmbedderConfig, chunker: ChunkerConfig, variant: RetrievalConfig,
+                 choice: dict[str, Any], varying: list[str]) -> str:
+        chunk = "whole" if chunker.mode == "whole" else f"c{chunker.size}-o{chunker.overlap}"
+        retr = variant.retriever
+        if retr == "hybrid":
+            retr += f"-{variant.fusion.method}" + (f"{variant.fusion.alpha:g}" if variant.fusion.method == "convex" else "")
+        parts = [chunk, retr, f"k{variant.top_k}"]
+        if len(self.embedder_configs()) > 1:
+            parts.insert(0, "emb-" + embedder_label(embedder.model))
+        parts += [f"{dim.replace('.', '-')}{_short(choice[dim])}" for dim in varying]
+        return "_".join(parts)
+
+    def cutoffs(self) -> list[int]:
+        """Every K a metric is reported at: the top_k values, 10, and any K a gate names."""
+        gate_ks = {int(k) for g in self.gates for k in re.findall(r"@(\d+)", g)}
+        return sorted(set(self.top_k) | {10} | gate_ks)
+
+    def answers_on(self) -> bool:
+        return self.stage_values().get("generate", {}).get("generator", "none") not in ("none", ["none"])
+
+    def metric_names(self, with_spans: bool, with_references: bool) -> list[str]:
+        names = [f"{m}@{k}" for m in RANK_METRICS for k in self.cutoffs()]
+        names += [f"span_recall@{k}" for k in self.cutoffs()] if with_spans else []
+        if self.answers_on():
+            names += list(CITATION_METRICS) + (list(self.answer_metrics) if with_references else [])
+        return names
+
+
+def embedder_label(model: str) -> str:
+    from pathlib import Path
+
+    from ragopt.config import DEFAULT_EMBEDDER
+
+    return "base" if model == DEFAULT_EMBEDDER else re.sub(r"[^A-Za-z0-9.]+", "-", Path(model).name or model)
+
+
+def _short(value: Any) -> str:
+    if value is None:
+        return "none"
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    return re.sub(r"[^A-Za-z0-9.]+", "-", str(value))

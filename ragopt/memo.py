@@ -1,0 +1,181 @@
+"""Stage outputs remembered by what the stage read, so a sweep never runs the same work twice.
+
+A stage run is identified by the stage (its class, name and config, see `stage_identity`), the fields it
+declares it reads, the request's query (permissions included) and a context that the caller gives: the code
+and library versions that rank, and the machine that measured (a latency from another machine is not this
+one's). A stage that ran before on the same identity gives back what it wrote and the span it was measured
+with: its latency is the one measured then, and `Span.usage.attrs["memo"]` says where the span came from.
+
+Hits are keyed by (chunk id, rank, text) and, for stages that write hits themselves, by score too: stages
+after retrieval use the order of the passages, not their scores, so an answer computed from the same
+passages is shared by every retrieval variant that retrieved them ("answers are cached by their passages").
+
+Entries live in memory for this process and, when a `Cache` is given, on disk for the next one. A state
+holding a fitted prompt is kept in memory only (prompt assembly is cheap to redo).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any, Callable
+
+import numpy as np
+
+from ragopt.cache import Cache, CacheKey
+from ragopt.config import fingerprint
+from ragopt.trace import Span, Trace, now_ms
+from ragopt.types import Chunk, Hit
+
+NAMESPACE = "stage-memo"
+
+
+def stage_identity(stage: Any) -> Any:
+    """What decides a stage's output besides its inputs: `stage.identity()` when it defines one, else its
+    class, name and config. None (no config, no identity) means the stage is not remembered."""
+    ident = getattr(stage, "identity", None)
+    if callable(ident):
+        return ident()
+    config = getattr(stage, "config", None)
+    if config is None or not hasattr(config, "model_dump"):
+        return None
+    return {"class": f"{type(stage).__module__}.{type(stage).__qualname__}", "name": stage.name,
+            "config": config.model_dump(mode="json")}
+
+
+def _text_hash(text: str) -> str:
+    return hashlib.blake2b(text.encode(), digest_size=8).hexdigest()
+
+
+def _hits_key(hits: list[Hit], with_scores: bool) -> list[Any]:
+    return [(h.chunk.id, h.rank, _text_hash(h.chunk.text)) + ((round(h.score, 6),) if with_scores else ()) for h in hits]
+
+
+def _field_key(state: Any, name: str, with_scores: bool) -> Any:
+    if name == "query":
+        return state.query.model_dump(mode="json", exclude={"id"})
+    if name == "query_vector":
+        vec = state.query_vector
+        return None if vec is None else hashlib.blake2b(np.asarray(vec, dtype=np.float32).tobytes(), digest_size=8).hexdigest()
+    if name.startswith("candidates."):
+        return _hits_key(state.candidates.get(name.split(".", 1)[1], []), with_scores)
+    if name == "hits":
+        return _hits_key(state.hits, with_scores)
+    if name == "prompt":
+        return None if state.prompt is None else state.prompt.text
+    if name == "answer":
+        return None if state.answer is None else state.answer.model_dump(mode="json")
+    raise ValueError(f"unknown state field {name!r}")
+
+
+def _read(state: Any, name: str) -> Any:
+    if name.startswith("candidates."):
+        return list(state.candidates.get(name.split(".", 1)[1], []))
+    value = getattr(state, name)
+    return list(value) if isinstance(value, list) else value
+
+
+def _write(state: Any, name: str, value: Any) -> None:
+    if name.startswith("candidates."):
+        state.candidates[name.split(".", 1)[1]] = list(value)
+    else:
+        setattr(state, name, list(value) if isinstance(value, list) else value)
+
+
+class StageMemo:
+    """`Pipeline(stages, memo=StageMemo(cache, context))`: see the module docstring."""
+
+    def __init__(self, cache: Cache | None = None, context: Any = None, chunk_of: Callable[[str], Chunk] | None = None):
+        self.cache = cache
+        self.context = context
+        self.chunk_of = chunk_of  # resolves chunk ids when reading hits back from disk
+        self._memory: dict[str, tuple[dict[str, Any], Span]] = {}
+        self._pending: list[tuple[CacheKey, Any]] = []
+        self.hits = self.misses = self.from_disk = 0
+
+    def key(self, stage: Any, state: Any) -> str | None:
+        identity = stage_identity(stage)
+        if identity is None or state.deadline is not None:  # a deadline makes the output depend on time
+            return None
+        with_scores = any(w == "hits" or w.startswith("candidates.") for w in stage.writes)
+        reads = sorted(set(stage.reads) | {"query"})  # permissions always decide what a stage may see
+        inputs = {name: _field_key(state, name, with_scores) for name in reads}
+        return fingerprint({"stage": identity, "writes": list(stage.writes), "inputs": inputs, "context": self.context})
+
+    def restore(self, key: str, state: Any, trace: Trace, t0: float) -> bool:
+        """Apply a remembered run's writes to `state` and its span to `trace`; False when there is none."""
+        found = self._memory.get(key)
+        source = "memory"
+        if found is None and self.cache is not None:
+            stored = self.cache.get(self._disk_key(key))
+            if stored is not None:
+                found = self._decode(stored)
+                self._memory[key] = found
+                source = "disk"
+                self.from_disk += 1
+        if found is None:
+            self.misses += 1
+            return False
+        self.hits += 1
+        writes, span = found
+        for name, value in writes.items():
+            _write(state, name, value)
+        restored = span.model_copy(deep=True)
+        restored.start_ms = now_ms() - t0
+        restored.usage.attrs["memo"] = source
+        trace.spans.append(restored)
+        return True
+
+    def store(self, key: str, stage: Any, state: Any, span: Span) -> None:
+        if span.error is not None or (state.answer is not None and state.answer.incomplete):
+            return
+        writes = {name: _read(state, name) for name in stage.writes}
+        kept = span.model_copy(deep=True)
+        self._memory[key] = (writes, kept)
+        if self.cache is not None and "prompt" not in writes:
+            self._pending.append((self._disk_key(key), self._encode(writes, kept)))
+
+    def flush(self) -> None:
+        """Write what this process learned to disk in one transaction."""
+        if self.cache is not None and self._pending:
+            self.cache.set_many(self._pending)
+        self._pending = []
+
+    @staticmethod
+    def _disk_key(key: str) -> CacheKey:
+        return CacheKey(namespace=NAMESPACE, payload=key)
+
+    def _encode(self, writes: dict[str, Any], span: Span) -> dict[str, Any]:
+        """Hits as (chunk id, score, rank, retriever, text when it differs from the indexed chunk's)."""
+        out: dict[str, Any] = {}
+        for name, value in writes.items():
+            if name == "hits" or name.startswith("candidates."):
+                out[name] = ("hits", [self._encode_hit(h) for h in value])
+            elif hasattr(value, "model_dump"):
+                out[name] = ("model", type(value).__module__, type(value).__qualname__, value.model_dump(mode="json"))
+            else:
+                out[name] = ("raw", value)
+        return {"writes": out, "span": span.model_dump(mode="json")}
+
+    def _encode_hit(self, hit: Hit) -> tuple[Any, ...]:
+        original = self.chunk_of(hit.chunk.id) if self.chunk_of is not None else None
+        text = None if original is not None and original.text == hit.chunk.text else hit.chunk.model_dump(mode="json")
+        return (hit.chunk.id, hit.score, hit.rank, hit.retriever, text)
+
+    def _decode(self, stored: dict[str, Any]) -> tuple[dict[str, Any], Span]:
+        import importlib
+
+        writes: dict[str, Any] = {}
+        for name, encoded in stored["writes"].items():
+            kind = encoded[0]
+            if kind == "hits":
+                writes[name] = [
+                    Hit(chunk=Chunk.model_validate(text) if text is not None else self.chunk_of(cid),  # type: ignore[misc]
+                        score=score, rank=rank, retriever=retriever)
+                    for cid, score, rank, retriever, text in encoded[1]
+                ]
+            elif kind == "model":
+                cls = getattr(importlib.import_module(encoded[1]), encoded[2])
+                writes[name] = cls.model_validate(encoded[3])
+            else:
+                writes[name] = encoded[1]
+        return writes, Span.model_validate(stored["span"])
