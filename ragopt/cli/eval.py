@@ -29,9 +29,9 @@ def run(args: argparse.Namespace) -> int:
     from ragopt.eval.runner import chunk_depth, run_queries, write_trec
     from ragopt.trace import summarize, write_jsonl
 
+    config = _common.validate_retrieval_flags(args)
     evalset = load_evalset(args.dataset, split=args.split)
     report, embedder = _common.build(args, evalset, progress=not args.json, dense=args.retriever != "bm25")
-    config = _common.retrieval_config(args)
     depth = chunk_depth(report.index, DOCS_PER_QUERY)
     runs = run_queries(evalset, report.index, embedder, config, depth, progress=sys.stderr.isatty())
     doc_run = {r.query_id: [d for d, _ in r.doc_scores(DOCS_PER_QUERY)] for r in runs}
