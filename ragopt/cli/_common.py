@@ -77,6 +77,17 @@ def retrieval_config(args: argparse.Namespace, top_k: int = 10) -> RetrievalConf
     return from_flags(RetrievalConfig, flags, retriever=args.retriever, top_k=top_k, fusion=fusion, bm25=bm25)
 
 
+def output_file(path: str | None, flag: str) -> None:
+    """An output named by a flag must be writable where it goes: checked before the work whose result it holds."""
+    if path is None:
+        return
+    folder = Path(path).expanduser().resolve().parent
+    if not folder.is_dir():
+        raise InputError("its folder does not exist", path=path, field=flag)
+    if Path(path).is_dir():
+        raise InputError("is a folder, expected a file name", path=path, field=flag)
+
+
 def validate_retrieval_flags(args: argparse.Namespace, top_k: int = 10) -> RetrievalConfig:
     """Every chunking and retrieval flag checked at once, before a file is read or a model loaded."""
     chunker_config(args)

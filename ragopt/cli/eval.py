@@ -30,6 +30,8 @@ def run(args: argparse.Namespace) -> int:
     from ragopt.trace import summarize, write_jsonl
 
     config = _common.validate_retrieval_flags(args)
+    _common.output_file(args.save_run, "--save-run")
+    _common.output_file(args.traces, "--traces")
     evalset = load_evalset(args.dataset, split=args.split)
     report, embedder = _common.build(args, evalset, progress=not args.json, dense=args.retriever != "bm25")
     depth = chunk_depth(report.index, DOCS_PER_QUERY)

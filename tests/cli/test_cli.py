@@ -98,7 +98,9 @@ BAD_FLAGS = {
     "index-chunk-size-0": (("index", "--chunk-size", "0"), "[--chunk-size]", "got 0"),
     "index-overlap-too-big": (("index", "--chunk-size", "8", "--chunk-overlap", "8"), "[--chunk-overlap]", "smaller"),
     "index-overlap-without-size": (("index", "--chunk-overlap", "8"), "[--chunk-overlap]", "--chunk-size"),
-    "eval-negative-alpha": (("eval", "--retriever", "bm25", "--alpha", "-1"), "[--alpha]", "-1"),
+    "eval-negative-alpha": (("eval", "--retriever", "bm25", "--alpha=-1"), "[--alpha]", "-1"),
+    "eval-save-run-nowhere": (("eval", "--retriever", "bm25", "--save-run", "/nonexistent/run.trec"), "[--save-run]", "folder"),
+    "eval-traces-is-a-folder": (("eval", "--retriever", "bm25", "--traces", "/tmp"), "[--traces]", "is a folder"),
 }
 
 
