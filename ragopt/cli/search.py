@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 
 from ragopt.cli import _common
 
@@ -15,6 +16,10 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p.add_argument("--top-k", type=int, default=10)
     p.add_argument("--tenant", default=None)
     p.add_argument("--scope", action="append", default=[], help="a permission scope of the asker (repeatable)")
+    p.add_argument(
+        "--json", action="store_true",
+        help="print one JSON object: the hits (rank, chunk_id, doc_id, start, end, score) and the trace",
+    )
     p.add_argument("query")
     return p
 
@@ -25,10 +30,19 @@ def run(args: argparse.Namespace) -> int:
     from ragopt.retrieval import retrieval_stages
     from ragopt.types import Query
 
+    config = _common.validate_retrieval_flags(args, args.top_k)
     evalset = load_evalset(args.dataset, split=args.split)
-    report, embedder = _common.build(args, evalset, dense=args.retriever != "bm25")
-    stages = retrieval_stages(report.index, embedder, _common.retrieval_config(args, args.top_k))
+    report, embedder = _common.build(args, evalset, progress=not args.json, dense=args.retriever != "bm25")
+    stages = retrieval_stages(report.index, embedder, config)
     result = Pipeline(stages).run(Query(text=args.query, tenant=args.tenant, scopes=args.scope))
+    if args.json:
+        hits = [
+            {"rank": h.rank, "chunk_id": h.chunk.id, "doc_id": h.chunk.doc_id, "start": h.chunk.start,
+             "end": h.chunk.end, "score": h.score}
+            for h in result.hits
+        ]
+        print(json.dumps({"query": args.query, "hits": hits, "trace": result.trace.model_dump(mode="json")}))
+        return 0
     for h in result.hits:
         snippet = " ".join(h.chunk.text.split())[:100]
         print(f"{h.rank:>3}  {h.score:8.4f}  {h.chunk.doc_id:<24} [{h.chunk.start}:{h.chunk.end}]  {snippet}")

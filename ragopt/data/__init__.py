@@ -16,13 +16,6 @@ class Evidence(BaseModel):
     start: int | None = None
     end: int | None = None
 
-    def overlaps(self, doc_id: str, start: int, end: int) -> bool:
-        if doc_id != self.doc_id:
-            return False
-        if self.start is None or self.end is None:
-            return True
-        return start < self.end and self.start < end
-
 
 class EvalQuery(BaseModel):
     query: Query

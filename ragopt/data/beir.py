@@ -33,10 +33,14 @@ def _field(obj: dict[str, Any], name: str, path: Path, line: int) -> str:
 
 def load_corpus(path: Path) -> list[Document]:
     docs: dict[str, Document] = {}
+    first_line: dict[str, int] = {}
     for n, obj in read_jsonl(path):
         doc_id = _field(obj, "_id", path, n)
-        if doc_id in docs:
-            raise InputError(f"duplicate document id {doc_id!r}", path=path, line=n, field="_id")
+        if doc_id in first_line:
+            raise InputError(
+                f"duplicate document id {doc_id!r} (first on line {first_line[doc_id]})", path=path, line=n, field="_id"
+            )
+        first_line[doc_id] = n
         docs[doc_id] = Document(id=doc_id, title=str(obj.get("title") or ""), text=_field(obj, "text", path, n))
     if not docs:
         raise InputError("empty corpus: no documents", path=path)
@@ -47,6 +51,7 @@ def load_qrels(path: Path, doc_ids: set[str], query_ids: set[str]) -> dict[str, 
     if not path.exists():
         raise InputError("qrels file not found", path=path)
     qrels: dict[str, dict[str, int]] = {}
+    first_line: dict[tuple[str, str], int] = {}
     with open(path, encoding="utf-8", newline=None) as f:
         for n, line in enumerate(f, start=1):
             row = line.rstrip("\r\n").split("\t")
@@ -59,11 +64,28 @@ def load_qrels(path: Path, doc_ids: set[str], query_ids: set[str]) -> dict[str, 
                 raise InputError(f"unknown document {did!r}", path=path, line=n, field="corpus-id")
             if qid not in query_ids:
                 raise InputError(f"unknown query {qid!r}", path=path, line=n, field="query-id")
+            if (qid, did) in first_line:
+                raise InputError(
+                    f"duplicate judgment of query {qid!r} and document {did!r} (first on line {first_line[qid, did]})",
+                    path=path, line=n, field="corpus-id",
+                )
+            first_line[qid, did] = n
             try:
                 qrels.setdefault(qid, {})[did] = int(grade)
             except ValueError:
                 raise InputError(f"relevance must be an integer, got {grade!r}", path=path, line=n, field="score") from None
     return qrels
+
+
+def load_queries(path: Path) -> dict[str, tuple[int, dict[str, Any]]]:
+    """Query id -> (line number, object); a repeated id is an InputError naming both lines."""
+    queries: dict[str, tuple[int, dict[str, Any]]] = {}
+    for n, obj in read_jsonl(path):
+        qid = _field(obj, "_id", path, n)
+        if qid in queries:
+            raise InputError(f"duplicate query id {qid!r} (first on line {queries[qid][0]})", path=path, line=n, field="_id")
+        queries[qid] = (n, obj)
+    return queries
 
 
 def _sentence_spans(folder: Path, docs: dict[str, Document]) -> dict[str, list[tuple[int, int]]]:
@@ -94,7 +116,7 @@ def load_beir(folder: str | Path, split: str = "test") -> EvalSet:
     corpus = load_corpus(folder / "corpus.jsonl")
     docs = {d.id: d for d in corpus}
     queries_path = folder / "queries.jsonl"
-    raw_queries = {_field(o, "_id", queries_path, n): (n, o) for n, o in read_jsonl(queries_path)}
+    raw_queries = load_queries(queries_path)
     qrels = load_qrels(folder / "qrels" / f"{split}.tsv", set(docs), set(raw_queries))
     sentences = _sentence_spans(folder, docs)
     queries = []

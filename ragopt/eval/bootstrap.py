@@ -2,8 +2,12 @@
 
 Both runs are scored on the same queries; the per-query differences (current - baseline) are resampled with
 replacement `n_resamples` times and the percentile interval of their mean is the confidence interval.
-A regression is a drop beyond the tolerance that the interval makes significant: for a higher-is-better
-metric, the interval's upper bound is below -tolerance. The same seed gives the same interval, every time.
+A quality metric regresses when its mean drops by more than the tolerance AND the interval excludes zero
+(the drop is larger than allowed, and noise alone does not explain it). The same seed gives the same
+interval, every time.
+
+Costs measured once per trial (p95 latency, context tokens) have no per-query pairs: they regress when the
+current value exceeds the baseline's by more than `cost_tolerance`, a share of the baseline (0.2 = +20%).
 """
 
 from __future__ import annotations
@@ -15,11 +19,13 @@ import numpy as np
 
 from ragopt.errors import InputError
 from ragopt.eval.gates import fmt, is_cost
-from ragopt.eval.results import BaselineComparison, RegressionVerdict, SweepResults
+from ragopt.eval.results import BaselineComparison, RegressionVerdict, SweepResults, Trial, measured
 
 DEFAULT_RESAMPLES = 2000
 DEFAULT_CONFIDENCE = 0.95
 DEFAULT_SEED = 0
+DEFAULT_COST_TOLERANCE = 0.2  # a rise of more than 20% over the baseline's cost
+TRIAL_COSTS = ("p95_ms", "context_tokens")  # compared by default, at trial level
 _BLOCK = 256  # resamples drawn at a time, to bound memory on large query sets
 
 
@@ -86,32 +92,56 @@ def regression(
     confidence: float = DEFAULT_CONFIDENCE,
     seed: int = DEFAULT_SEED,
 ) -> RegressionVerdict:
-    """Regressed only when the whole CI lies beyond the tolerance on the bad side: for higher-is-better,
-    upper bound of (current - baseline) < -tolerance; for costs (lower is better), lower bound > tolerance.
-    `higher_is_better` defaults from the metric's name (costs such as *_ms are lower-is-better)."""
+    """Regressed when the mean moves the bad way by more than `tolerance` and the CI excludes zero: for
+    higher-is-better, mean(current - baseline) < -tolerance and the CI's upper bound < 0; for costs (lower is
+    better), mean > tolerance and the lower bound > 0. `higher_is_better` defaults from the metric's name
+    (costs such as *_ms are lower-is-better)."""
     if tolerance < 0:
         raise ValueError(f"tolerance must be >= 0, got {tolerance}")
     if higher_is_better is None:
         higher_is_better = not is_cost(metric)
     ci = paired_bootstrap_ci(current, baseline, n_resamples, confidence, seed)
     c, b = _pairs(current, baseline)
-    regressed = ci.high < -tolerance if higher_is_better else ci.low > tolerance
+    sign = 1.0 if higher_is_better else -1.0  # turn "worse" into "negative" for both directions
+    worse_beyond = sign * ci.mean_diff < -tolerance
+    significant = (ci.high < 0) if higher_is_better else (ci.low > 0)
     pct = f"{confidence:.0%}"
     head = (
         f"{metric}: {fmt(float(c.mean()))} vs baseline {fmt(float(b.mean()))} "
         f"(diff {ci.mean_diff:+.4g}, {pct} CI [{ci.low:+.4g}, {ci.high:+.4g}], {ci.n} queries)"
     )
-    if regressed:
-        tail = f"regression beyond tolerance {fmt(tolerance)}"
-    elif (ci.mean_diff < -tolerance) if higher_is_better else (ci.mean_diff > tolerance):
-        tail = f"worse beyond tolerance {fmt(tolerance)} on average, but not significant"
+    if worse_beyond and significant:
+        tail = f"regression beyond tolerance {fmt(tolerance)}, the interval excludes zero"
+    elif worse_beyond:
+        tail = f"worse beyond tolerance {fmt(tolerance)} on average, but not significant (the interval includes zero)"
     else:
         tail = f"no regression beyond tolerance {fmt(tolerance)}"
     return RegressionVerdict(
         trial_id=trial_id, metric=metric, n_queries=ci.n,
         baseline_mean=float(b.mean()), current_mean=float(c.mean()), diff=ci.mean_diff,
         ci_low=ci.low, ci_high=ci.high, confidence=confidence, tolerance=tolerance,
-        n_resamples=n_resamples, seed=seed, regressed=regressed, message=f"{head}: {tail}",
+        n_resamples=n_resamples, seed=seed, regressed=worse_beyond and significant, message=f"{head}: {tail}",
+    )
+
+
+def cost_regression(
+    current: float, baseline: float, tolerance: float, *, metric: str, trial_id: str = "", n_queries: int = 0,
+    note: str = "",
+) -> RegressionVerdict:
+    """A cost measured once per trial: regressed when current > baseline * (1 + tolerance). No interval
+    exists for a single figure, so the verdict's CI is the difference itself and `n_resamples` is 0."""
+    if tolerance < 0:
+        raise ValueError(f"cost tolerance must be >= 0, got {tolerance}")
+    diff = current - baseline
+    limit = baseline * (1 + tolerance)
+    regressed = current > limit
+    rise = f"{diff / baseline:+.1%}" if baseline else f"{diff:+.4g}"
+    head = f"{metric}: {fmt(current)} vs baseline {fmt(baseline)} ({rise}, allowed up to +{tolerance:.0%})"
+    tail = "rise beyond tolerance" if regressed else "no rise beyond tolerance"
+    return RegressionVerdict(
+        trial_id=trial_id, metric=metric, n_queries=n_queries,
+        baseline_mean=baseline, current_mean=current, diff=diff, ci_low=diff, ci_high=diff, confidence=1.0,
+        tolerance=tolerance, n_resamples=0, seed=0, regressed=regressed, message=f"{head}: {tail}{note}",
     )
 
 
@@ -123,14 +153,18 @@ def compare_to_baseline(
     baseline_path: str = "",
     trial_ids: Sequence[str] | None = None,
     metrics: Sequence[str] | None = None,
+    cost_tolerance: float = DEFAULT_COST_TOLERANCE,
     n_resamples: int = DEFAULT_RESAMPLES,
     confidence: float = DEFAULT_CONFIDENCE,
     seed: int = DEFAULT_SEED,
 ) -> BaselineComparison:
-    """Compare trials of two sweeps on the same dataset, query by query (paired by query id).
+    """Compare trials of two sweeps on the same dataset: per-query metrics query by query (paired by query
+    id, `tolerance` an absolute drop), trial-level costs (p95_ms, context_tokens) by their relative rise
+    (`cost_tolerance`).
 
     Trials are matched by id. By default the current selected trial is compared when the baseline has it,
-    else every trial the two share; and every per-query metric both trials carry.
+    else every trial the two share; and every per-query metric both trials carry, plus p95_ms and
+    context_tokens where both measured them. `metrics` restricts the comparison to the names it lists.
     A different dataset fingerprint, or nothing in common to compare, is an InputError (field "baseline").
     """
     if current.dataset.fingerprint != baseline.dataset.fingerprint:
@@ -168,12 +202,28 @@ def compare_to_baseline(
                 )
             except ValueError:  # no query scored in both: nothing to compare for this metric
                 continue
+        verdicts += _cost_verdicts(cur, base, metrics, cost_tolerance, n_queries=len(shared))
     if not verdicts:
         raise InputError(
-            "nothing to compare: the baseline shares no trial id, per-query metric and query id with this sweep",
+            "nothing to compare: the baseline shares no trial id, per-query metric or cost, and query id with this sweep",
             path=baseline_path or None,
             field="baseline",
         )
     return BaselineComparison(
         path=baseline_path, tolerance=tolerance, verdicts=verdicts, regressed=any(v.regressed for v in verdicts)
     )
+
+
+def _cost_verdicts(
+    cur: Trial, base: Trial, metrics: Sequence[str] | None, tolerance: float, n_queries: int
+) -> list[RegressionVerdict]:
+    out = []
+    cur_costs, base_costs = cur.costs.model_dump(), base.costs.model_dump()
+    for name in TRIAL_COSTS if metrics is None else [m for m in metrics if m in TRIAL_COSTS]:
+        c, b = measured(cur_costs.get(name)), measured(base_costs.get(name))
+        if c is None or b is None:
+            continue
+        cached = [who for who, costs in (("current", cur_costs), ("baseline", base_costs)) if costs.get("latency_cached")]
+        note = f" (latency reused from cache in the {' and '.join(cached)} run)" if name.endswith("_ms") and cached else ""
+        out.append(cost_regression(c, b, tolerance, metric=name, trial_id=cur.id, n_queries=n_queries, note=note))
+    return out

@@ -3,7 +3,8 @@
 Ground truth is judged at document level so that scores are comparable across chunk sizes: a retrieved
 chunk counts for its parent document and each document counts once (`doc_ranking` does that mapping,
 keeping the first occurrence). Where the dataset has evidence spans, `span_recall_at_k` judges chunks
-by whether they overlap a gold span.
+by how much of each gold span they hold: a span is found when at least half of its characters (the
+`min_coverage` share, configurable) lie in the retrieved chunks.
 
 Conventions (the same as ranx and trec_eval, so the numbers agree to floating-point precision):
 - a document is relevant when its grade is > 0; documents missing from the qrels have grade 0;
@@ -91,18 +92,46 @@ def ndcg_at_k(ranking: Ranking, qrels: Qrels, k: int) -> float:
     return _dcg(max(qrels.get(doc_id, 0), 0) for doc_id in ranking[:k]) / ideal
 
 
-def span_recall_at_k(chunks: Sequence[ChunkSpan], evidence: Sequence[Evidence], k: int) -> float:
-    """The share of evidence spans overlapped by at least one of the top-k chunks (k counts chunks).
+DEFAULT_MIN_COVERAGE = 0.5
 
-    A whole-document evidence item (start/end None) is overlapped by any chunk of that document.
+
+def _covered_chars(start: int, end: int, chunks: Iterable[tuple[int, int]]) -> int:
+    """Characters of [start, end) that lie in the union of the chunk intervals (overlapping chunks count once)."""
+    covered, reach = 0, start
+    for s, e in sorted((max(s, start), min(e, end)) for s, e in chunks):
+        if e <= max(s, reach):  # outside the span, or already counted
+            continue
+        covered += e - max(s, reach)
+        reach = e
+    return covered
+
+
+def span_found(ev: Evidence, chunks: Sequence[ChunkSpan], min_coverage: float = DEFAULT_MIN_COVERAGE) -> bool:
+    """Whether the chunks hold at least `min_coverage` of the span's characters (together: two chunks that
+    each hold half of a span cover all of it). Whole-document evidence is found by any chunk of its document."""
+    own = [(s, e) for d, s, e in chunks if d == ev.doc_id]
+    if ev.start is None or ev.end is None:
+        return bool(own)
+    return _covered_chars(ev.start, ev.end, own) >= min_coverage * (ev.end - ev.start)
+
+
+def span_recall_at_k(
+    chunks: Sequence[ChunkSpan], evidence: Sequence[Evidence], k: int, min_coverage: float = DEFAULT_MIN_COVERAGE
+) -> float:
+    """The share of evidence spans found in the top-k chunks (k counts chunks).
+
+    A span counts as found when at least `min_coverage` (default 0.5) of its characters lie in the top-k
+    chunks, so a chunk that grazes a span by one character does not count; 1.0 demands the whole span.
+    A whole-document evidence item (start/end None) is found by any chunk of that document.
     Returns NaN when there is no evidence: span recall is undefined for that query, not zero.
     """
     _check_k(k)
+    if not 0 < min_coverage <= 1:
+        raise ValueError(f"min_coverage must be in (0, 1], got {min_coverage}")
     if not evidence:
         return math.nan
     top = chunks[:k]
-    covered = sum(1 for ev in evidence if any(ev.overlaps(d, s, e) for d, s, e in top))
-    return covered / len(evidence)
+    return sum(1 for ev in evidence if span_found(ev, top, min_coverage)) / len(evidence)
 
 
 DocMetric = Callable[[Ranking, Qrels, int], float]
@@ -161,12 +190,15 @@ def evaluate_spans(
     evidence: Mapping[str, Sequence[Evidence]],
     ks: Sequence[int],
     query_ids: Sequence[str] | None = None,
+    min_coverage: float = DEFAULT_MIN_COVERAGE,
 ) -> dict[str, list[float]]:
     """{"span_recall@k": [score per query]} aligned with `query_ids` (default: evidence's keys); NaN where a
-    query has no evidence spans."""
+    query has no evidence spans. `min_coverage` as in `span_recall_at_k`."""
     qids = list(evidence) if query_ids is None else list(query_ids)
     return {
-        f"span_recall@{k}": [span_recall_at_k(chunk_run.get(qid, ()), evidence.get(qid, ()), k) for qid in qids]
+        f"span_recall@{k}": [
+            span_recall_at_k(chunk_run.get(qid, ()), evidence.get(qid, ()), k, min_coverage) for qid in qids
+        ]
         for k in ks
     }
 

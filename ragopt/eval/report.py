@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ragopt.eval.gates import fmt, objective_key, quality_metric, rank_trials
+from ragopt.eval.gates import fmt, is_cost, objective_key, parse_gates, quality_metric, rank_trials
 from ragopt.eval.results import COST_NAMES, GateVerdict, SweepResults, Trial, TrialParams, measured
 
 Latencies = Mapping[str, Sequence[float]]  # trial id -> per-query retrieval ms
@@ -217,6 +217,23 @@ def _table_columns(results: SweepResults) -> tuple[list[str], list[str], list[st
     return extras, metrics, costs
 
 
+_SUMMARY_COSTS = ("context_tokens", "p95_ms")  # what the objective reads
+
+
+def _summary_columns(results: SweepResults) -> tuple[list[str], list[str], list[str]]:
+    """The summary's compact columns: the swept params beyond the base ones, the objective's quality metric
+    and the gates' metrics, and the costs the objective and the gates read. Every column is in results.csv."""
+    trials = results.trials
+    gated = [g.metric for g in parse_gates(results.gates)]
+    metrics = [quality_metric(results.gates), *(m for m in gated if not is_cost(m))]
+    costs = [*_SUMMARY_COSTS, *(m for m in gated if is_cost(m))]
+
+    def present(names: list[str]) -> list[str]:
+        return [n for n in dict.fromkeys(names) if any(measured(t.values().get(n)) is not None for t in trials)]
+
+    return _extra_params(trials), present(metrics), present(costs)
+
+
 def render_summary(results: SweepResults) -> str:
     """summary.md: the selected trial, the objective, gate verdicts, and every trial in objective order."""
     ds = results.dataset
@@ -252,27 +269,30 @@ def render_summary(results: SweepResults) -> str:
         out += [
             f"## Baseline: {'REGRESSION' if b.regressed else 'no regression'}",
             "",
-            f"Against `{b.path}`, tolerance {fmt(b.tolerance)}, paired bootstrap.",
+            f"Against `{b.path}`. Per-query metrics: a regression is a mean drop beyond {fmt(b.tolerance)} whose "
+            "paired bootstrap interval excludes zero. Trial costs (p95_ms, context_tokens): a rise beyond the "
+            "share of the baseline each verdict states.",
             "",
         ]
         out += [f"- {'**regressed**' if v.regressed else 'ok'} `{v.trial_id}` {_md_escape(v.message)}"
                 for v in b.verdicts]
         out.append("")
 
-    extras, metrics, costs = _table_columns(results)
-    head = ["#", "trial", "chunker", "retriever", "top_k", *extras, *metrics, *(_COST_LABELS[c] for c in costs),
-            "gates"]
-    out += ["## Trials (objective order, passing first)", "", "| " + " | ".join(head) + " |",
+    extras, metrics, costs = _summary_columns(results)
+    head = ["#", "trial", "chunker", "retriever", "top_k", *extras, *metrics,
+            *(_COST_LABELS.get(c, c) for c in costs), "gates"]
+    out += ["## Trials (objective order, passing first)", "",
+            "Key columns only: every metric and cost of every trial is in `results.csv`.", "",
+            "| " + " | ".join(head) + " |",
             "|" + "|".join("---:" if i == 0 or 4 <= i < len(head) - 1 else "---" for i in range(len(head))) + "|"]
     for rank, t in enumerate(ranked, start=1):
-        dumped = t.params.model_dump()
+        dumped, values = t.params.model_dump(), t.values()
         failed = [v.gate for v in _verdicts(results, t) if not v.passed]
         name = f"**{t.id}**" if t.id == results.selected else t.id
         cells = [
             str(rank), name, t.params.chunker, _retriever_label(t.params), str(t.params.top_k),
-            *(str(dumped.get(k, "")) for k in extras),
-            *(_fmt_value(m, t.metrics.get(m)) for m in metrics),
-            *(_fmt_value(c, getattr(t.costs, c, None)) for c in costs),
+            *("" if dumped.get(k) is None else str(dumped[k]) for k in extras),
+            *(_fmt_value(n, values.get(n)) for n in (*metrics, *costs)),
             "pass" if not failed else "fails " + ", ".join(f"`{g}`" for g in failed),
         ]
         out.append("| " + " | ".join(_md_escape(c) for c in cells) + " |")
@@ -692,10 +712,12 @@ def render_html(results: SweepResults, latencies: Latencies | None = None) -> st
     if results.baseline is not None:
         b = results.baseline
         cls = "fail" if b.regressed else "pass"
+        boot = next((v for v in b.verdicts if v.n_resamples), None)
+        boot_note = f" ({boot.n_resamples} resamples, {boot.confidence:.0%} CI of current − baseline)" if boot else ""
         rows = "".join(
             f"<tr><td><code>{_e(v.trial_id)}</code></td><td>{_e(v.metric)}</td><td class='n'>{v.baseline_mean:.3f}</td>"
             f"<td class='n'>{v.current_mean:.3f}</td><td class='n'>{v.diff:+.3f}</td>"
-            f"<td class='n'>[{v.ci_low:+.3f}, {v.ci_high:+.3f}]</td>"
+            + (f"<td class='n'>[{v.ci_low:+.3f}, {v.ci_high:+.3f}]</td>" if v.n_resamples else "<td class='n'>(one figure)</td>")
             + ("<td><span class='fail'>REGRESSED</span></td></tr>" if v.regressed
                else "<td><span class='pass'>ok</span></td></tr>")
             for v in b.verdicts
@@ -703,9 +725,10 @@ def render_html(results: SweepResults, latencies: Latencies | None = None) -> st
         parts.append(
             f"<h2>Baseline comparison: <span class='{cls}'>"
             f"{'regression' if b.regressed else 'no regression'}</span></h2>"
-            f"<p class='meta'>Against <code>{_e(b.path)}</code>, tolerance {_e(fmt(b.tolerance))}; paired bootstrap "
-            f"({b.verdicts[0].n_resamples if b.verdicts else 0} resamples, "
-            f"{(b.verdicts[0].confidence if b.verdicts else 0.95):.0%} CI of current − baseline).</p>"
+            f"<p class='meta'>Against <code>{_e(b.path)}</code>. Per-query metrics regress on a mean drop beyond "
+            f"{_e(fmt(b.tolerance))} whose paired bootstrap interval excludes zero{boot_note}; trial costs on a rise "
+            "beyond their tolerance "
+            "(a share of the baseline).</p>"
             "<table><tr><th>trial</th><th>metric</th><th class='n'>baseline</th><th class='n'>current</th>"
             f"<th class='n'>diff</th><th class='n'>CI</th><th>result</th></tr>{rows}</table>"
         )

@@ -6,11 +6,11 @@ ranking's lowest normalized score, as if it had been ranked just below the retri
 
 from __future__ import annotations
 
-from typing import Hashable, Literal, Sequence
+from typing import Literal
 
 import numpy as np
 
-Ranking = Sequence[tuple[Hashable, float]]
+from ragopt.fusion.order import Key, Ranking, by_score_then_key
 
 
 def normalize(scores: np.ndarray, method: Literal["minmax", "zscore"]) -> np.ndarray:
@@ -25,7 +25,7 @@ def normalize(scores: np.ndarray, method: Literal["minmax", "zscore"]) -> np.nda
 
 def convex(
     first: Ranking, second: Ranking, alpha: float = 0.5, norm: Literal["minmax", "zscore"] = "minmax"
-) -> list[tuple[Hashable, float]]:
+) -> list[tuple[Key, float]]:
     normed = []
     for ranking in (first, second):
         values = normalize(np.asarray([s for _, s in ranking], dtype=float), norm)
@@ -34,4 +34,4 @@ def convex(
     (a, a_floor), (b, b_floor) = normed
     keys = list(dict.fromkeys([k for k, _ in first] + [k for k, _ in second]))
     fused = {k: alpha * a.get(k, a_floor) + (1 - alpha) * b.get(k, b_floor) for k in keys}
-    return sorted(fused.items(), key=lambda kv: -kv[1])
+    return by_score_then_key(fused)

@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Hashable, Sequence
+import math
+from typing import Sequence
 
-Ranking = Sequence[tuple[Hashable, float]]
+from ragopt.fusion.order import Key, Ranking, by_score_then_key
 
 
-def rrf(rankings: Sequence[Ranking], k: int = 60) -> list[tuple[Hashable, float]]:
-    fused: dict[Hashable, float] = {}
+def rrf(rankings: Sequence[Ranking], k: int = 60) -> list[tuple[Key, float]]:
+    terms: dict[Key, list[float]] = {}
     for ranking in rankings:
         for rank, (key, _score) in enumerate(ranking, start=1):
-            fused[key] = fused.get(key, 0.0) + 1.0 / (k + rank)
-    # Ties break by first appearance, which keeps the result deterministic.
-    return sorted(fused.items(), key=lambda kv: -kv[1])
+            terms.setdefault(key, []).append(1.0 / (k + rank))
+    # fsum is exact, so equal rank sets give equal scores whatever order the lists came in.
+    return by_score_then_key({key: math.fsum(t) for key, t in terms.items()})

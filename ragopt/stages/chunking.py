@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Callable, Iterable
 
 from ragopt.config import ChunkerConfig, EmbedderConfig, fingerprint
+from ragopt.errors import InputError
 from ragopt.text import sentence_spans, word_spans
 from ragopt.types import Chunk, Document
 
@@ -38,8 +39,9 @@ class Chunker:
             path = Path(resolve_model_path(self.embedder.model)) / "tokenizer.json"
         else:
             path = Path(self.config.tokenizer)
-        if not path.exists():
-            raise FileNotFoundError(f"chunker tokenizer not found: {path}")
+        if not path.is_file():
+            what = f"the embedder {self.embedder.model!r} has no tokenizer.json" if self.config.tokenizer == "embedder" else "not found"
+            raise InputError(f"chunker tokenizer: {what}", path=path, field="tokenizer")
         return path
 
     @cached_property

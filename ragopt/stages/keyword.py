@@ -96,14 +96,23 @@ class BM25Index:
         self.size = len(texts)
 
     def search(self, text: str, k: int, allowed: np.ndarray | None = None) -> list[tuple[int, float]]:
-        """(chunk position, score) of the k best chunks with a positive score among `allowed` (a bool mask)."""
+        """(chunk position, score) of the k best chunks with a positive score among `allowed` (a bool mask).
+
+        The order is total: score descending, then chunk position (its line in the index's chunks.jsonl), so
+        the top k is always the head of the top k + n, even when many chunks tie at the cut-off.
+        """
+        if k <= 0:
+            raise ValueError(f"k must be positive, got {k}")
         scores = np.asarray(self.backend.scores(self.tokenize(text)), dtype=np.float32)
         if allowed is not None:
             scores = np.where(allowed, scores, -np.inf)
         candidates = np.flatnonzero(scores > 0)
         if candidates.size > k:
-            candidates = candidates[np.argpartition(-scores[candidates], k - 1)[:k]]
-        order = candidates[np.lexsort((candidates, -scores[candidates]))]  # by score, ties by position
+            # Keep every chunk that scores at least the k-th best score: a partition alone would keep an
+            # arbitrary subset of the chunks tied at the cut-off.
+            kth = np.partition(scores[candidates], candidates.size - k)[candidates.size - k]
+            candidates = candidates[scores[candidates] >= kth]
+        order = candidates[np.lexsort((candidates, -scores[candidates]))][:k]
         return [(int(i), float(scores[i])) for i in order]
 
 

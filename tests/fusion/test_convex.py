@@ -78,7 +78,7 @@ def test_fuse_stage_convex_weights_the_dense_retriever_by_alpha_whatever_the_sta
         out = Fuse(FusionConfig(method="convex", alpha=0.8), k=3).run(state)
         assert [(h.chunk.id, h.rank, h.retriever) for h in out.hits] == expected
         assert out.hits[0].score == pytest.approx(0.8)
-    state.candidates["third"] = _hits(DENSE, "x")  # fusion reads the inputs it names, nothing else
+    state.candidates["third"] = _hits(DENSE, "x")  # a list the stage was not told to read is left alone
     assert [h.chunk.id for h in Fuse(FusionConfig(method="convex", alpha=0.8), k=3).run(state).hits] == ["a", "b", "d"]
-    with pytest.raises(ValueError, match="exactly two"):
+    with pytest.raises(ValueError, match="exactly two retrievers"):
         Fuse(FusionConfig(method="convex"), inputs=("vector", "bm25", "third"))

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from ragopt.config import DEFAULT_EMBEDDER, ChunkerConfig
+from ragopt.config import DEFAULT_EMBEDDER, ChunkerConfig, EmbedderConfig
+from ragopt.errors import InputError
 from ragopt.stages.chunking import Chunker
 from ragopt.stages.embedding import resolve_model_path
 from ragopt.text import sentence_spans
@@ -153,5 +154,16 @@ def test_fingerprint_covers_the_tokenizer_bytes_not_only_its_path(tmp_path: Path
     after = tokens_chunker(16, tokenizer=str(path))
     assert after.fingerprint != before.fingerprint
     assert after.chunk(doc())[0].id != before.chunk(doc())[0].id
-    with pytest.raises(FileNotFoundError):
-        _ = tokens_chunker(16, tokenizer=str(tmp_path / "absent.json")).fingerprint
+
+
+def test_a_missing_tokenizer_is_an_input_error_naming_the_file(tmp_path: Path) -> None:
+    absent = tmp_path / "absent.json"
+    with pytest.raises(InputError) as err:
+        _ = tokens_chunker(16, tokenizer=str(absent)).fingerprint
+    assert err.value.path == str(absent) and err.value.field == "tokenizer" and "not found" in str(err.value)
+    folder = tmp_path / "model-without-tokenizer"
+    folder.mkdir()
+    embedder_without = Chunker(ChunkerConfig(mode="tokens", size=16), EmbedderConfig(model=str(folder)))
+    with pytest.raises(InputError) as err:
+        _ = embedder_without.fingerprint
+    assert err.value.path == str(folder / "tokenizer.json") and "has no tokenizer.json" in str(err.value)

@@ -142,6 +142,29 @@ def test_mask_applies_before_ranking_and_only_positive_scores_return() -> None:
     assert len(masked) == 5 and not {i for i, _ in masked} & {i for i, _ in full}  # still 5: filtered before top-k
     assert index.search("volcano magma", 5, np.zeros(len(corpus), dtype=bool)) == []
     assert index.search("zzzz qqqq", 5) == [] and index.search("the and of", 5) == []
-    # ties are broken by position, so results are deterministic
-    dup = BM25Index(["magma rock", "magma rock", "magma rock"], BM25Config())
-    assert [i for i, _ in dup.search("magma", 3)] == [0, 1, 2]
+
+
+TIE = "Magma rises under the volcano and the crust cracks."
+
+
+def tied_corpus() -> list[str]:
+    """40 identical documents, near-duplicates that differ by one repeated word, and unrelated filler."""
+    filler = synthetic_corpus(30, seed=3)
+    near = [TIE + " Ash" + " ash" * i for i in range(8)]
+    corpus = [TIE] * 40 + near + filler
+    random.Random(5).shuffle(corpus)  # the duplicates sit all over the index, not in one block
+    return corpus
+
+
+@pytest.mark.parametrize("backend", ["bm25s", "rank_bm25"])
+def test_top_k_is_the_head_of_the_top_100_when_many_chunks_tie_at_the_cut_off(backend: str) -> None:
+    corpus = tied_corpus()
+    index = BM25Index(corpus, BM25Config(backend=backend))  # type: ignore[arg-type]
+    for query in ("volcano magma", "crust", "ash volcano", "gravity star"):
+        deep = index.search(query, 100)
+        assert len(deep) >= (40 if "star" not in query else 5), query
+        for k in range(1, len(deep) + 2):
+            assert index.search(query, k) == deep[:k], (query, k)
+    # the order is total: equal scores by position in the index, so the 40 duplicates come in index order
+    tied = [i for i, s in index.search("volcano magma", 100) if corpus[i] == TIE]
+    assert len(tied) == 40 and tied == sorted(tied)
