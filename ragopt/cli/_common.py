@@ -31,7 +31,8 @@ def add_chunking_args(p: argparse.ArgumentParser) -> None:
 
 
 def add_retriever_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--retriever", choices=["dense", "bm25", "hybrid"], default="hybrid")
+    p.add_argument("--retriever", choices=["dense", "bm25", "hybrid", "langchain"], default="hybrid")
+    p.add_argument("--langchain", metavar="MODULE:ATTR", help="with --retriever langchain: your LangChain retriever (or a factory)")
     p.add_argument("--fusion", choices=["rrf", "convex"], default="rrf")
     p.add_argument("--alpha", type=float, default=0.5, help="convex fusion: weight of the dense score")
     p.add_argument("--bm25-backend", choices=["bm25s", "rank_bm25"], default="bm25s")
@@ -73,8 +74,13 @@ def store_config(args: argparse.Namespace) -> StoreConfig:
 def retrieval_config(args: argparse.Namespace, top_k: int = 10) -> RetrievalConfig:
     fusion = from_flags(FusionConfig, {"method": "--fusion", "alpha": "--alpha"}, method=args.fusion, alpha=args.alpha)
     bm25 = from_flags(BM25Config, {"backend": "--bm25-backend"}, backend=args.bm25_backend)
-    flags = {"retriever": "--retriever", "top_k": "--top-k"}
-    return from_flags(RetrievalConfig, flags, retriever=args.retriever, top_k=top_k, fusion=fusion, bm25=bm25)
+    flags = {"retriever": "--retriever", "top_k": "--top-k", "langchain": "--langchain", "": "--langchain"}
+    if getattr(args, "langchain", None):
+        from ragopt.interop.langchain_stage import resolve_target
+
+        resolve_target(args.langchain)  # importable before any work starts
+    return from_flags(RetrievalConfig, flags, retriever=args.retriever, top_k=top_k, fusion=fusion, bm25=bm25,
+                      langchain=getattr(args, "langchain", None))
 
 
 def output_file(path: str | None, flag: str) -> None:

@@ -34,7 +34,7 @@ def run(args: argparse.Namespace) -> int:
     _common.output_file(args.save_run, "--save-run")
     _common.output_file(args.traces, "--traces")
     evalset = load_evalset(args.dataset, split=args.split)
-    report, embedder = _common.build(args, evalset, progress=not args.json, dense=args.retriever != "bm25")
+    report, embedder = _common.build(args, evalset, progress=not args.json, dense=args.retriever in ("dense", "hybrid"))
     depth = chunk_depth(report.index, DOCS_PER_QUERY)
     runs = run_queries(evalset, report.index, embedder, config, depth, progress=sys.stderr.isatty(), workspace=_common.workspace(args))
     per_query = rank_scores(runs, evalset, METRICS)

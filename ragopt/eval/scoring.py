@@ -13,8 +13,10 @@ from ragopt.eval.executor import QueryOutcome
 CITATION_METRICS = ("citation_precision", "citation_recall", "citation_valid_share")
 
 
-def rank_scores(outcomes: Sequence[QueryOutcome], evalset: EvalSet, names: Sequence[str]) -> dict[str, list[float | None]]:
-    """Document-level metrics (a document ranks where its best chunk does) and span recall."""
+def rank_scores(outcomes: Sequence[QueryOutcome], evalset: EvalSet, names: Sequence[str],
+                span_coverage: float = M.DEFAULT_MIN_COVERAGE) -> dict[str, list[float | None]]:
+    """Document-level metrics (a document ranks where its best chunk does) and span recall (a span counts as
+    found when `span_coverage` of its characters lie in retrieved chunks)."""
     qids = [o.query_id for o in outcomes]
     qrels = {q.query.id: q.relevance for q in evalset.queries}
     run = {o.query_id: M.doc_ranking(doc for _, doc, _, _, _ in o.ranking) for o in outcomes}
@@ -24,7 +26,7 @@ def rank_scores(outcomes: Sequence[QueryOutcome], evalset: EvalSet, names: Seque
     if span_ks:
         evidence = {q.query.id: q.evidence for q in evalset.queries}
         spans = {o.query_id: [(doc, start, end) for _, doc, start, end, _ in o.ranking] for o in outcomes}
-        per_query.update(M.evaluate_spans(spans, evidence, span_ks, query_ids=qids))
+        per_query.update(M.evaluate_spans(spans, evidence, span_ks, query_ids=qids, min_coverage=span_coverage))
     return per_query
 
 

@@ -51,6 +51,7 @@ class SweepConfig(StrictModel):
     answers: Literal["none", "extractive"] = Field(
         "none", description="shorthand for [stages.generate] generator = 'extractive': answer and score citations"
     )
+    span_coverage: float = Field(0.5, gt=0, le=1, description="span recall: share of a gold span's characters that must be retrieved")
     answer_metrics: list[str] = Field(default_factory=lambda: ["string_presence", "rouge_l"])
     context_tokenizer: str = Field(
         "embedder", description='count context tokens with "embedder", "generator" (the default GGUF) or a GGUF path'

@@ -130,7 +130,7 @@ def score_trial(
     trial_id: str, plan: PlanConfig, outcomes: list[QueryOutcome], index: Any,
     evalset: EvalSet, config: SweepConfig, names: list[str], keep: set[str], cache: Any, token_counts: Any,
 ) -> Trial:
-    per_query = rank_scores(outcomes, evalset, names)
+    per_query = rank_scores(outcomes, evalset, names, config.span_coverage)
     if config.answers_on():
         per_query.update(citation_scores(outcomes, evalset))
         refs = [n for n in names if n in config.answer_metrics]

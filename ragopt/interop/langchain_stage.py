@@ -31,15 +31,20 @@ class LangChainRetrieverConfig(StrictModel):
     id_key: str = Field("id", description="metadata key of a Document's id when Document.id is empty")
 
 
-def load_target(target: str) -> Any:
-    """Import "module:attribute" (calling it when it is a plain factory); an InputError naming the flag otherwise."""
+def resolve_target(target: str) -> Any:
+    """The object "module:attribute" names, imported; an InputError naming the flag when it cannot be."""
     module_name, sep, attr = target.partition(":")
     if not (sep and module_name and attr):
         raise InputError(f"expected module:attribute, got {target!r}", field="--langchain")
     try:
-        obj = getattr(importlib.import_module(module_name), attr)
+        return getattr(importlib.import_module(module_name), attr)
     except (ImportError, AttributeError) as exc:
         raise InputError(f"cannot load {target!r}: {exc}", field="--langchain") from None
+
+
+def load_target(target: str) -> Any:
+    """The retriever "module:attribute" names, calling it when it is a plain factory."""
+    obj = resolve_target(target)
     if not hasattr(obj, "invoke") and callable(obj):
         obj = obj()
     if not hasattr(obj, "invoke"):
