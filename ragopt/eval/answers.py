@@ -121,28 +121,29 @@ def load_ragas() -> dict[str, Any]:
 def score_answers(
     samples: Sequence[AnswerSample], metrics: Sequence[str] = DEFAULT_ANSWER_METRICS, judge: Any = None
 ) -> dict[str, list[float | None]]:
-    """{metric: [score per sample]}; None where a sample lacks what the metric needs (a reference, contexts)."""
+    """{metric: [score per sample]}; None where a sample lacks what the metric needs (a reference, contexts).
+    String metrics score all samples in one batch (one event loop, not one per sample)."""
     with _host_logging_kept():
         names = check_metrics(metrics, judge)
         lib = load_ragas()
-        scorers = {name: lib[name]() for name in names}
-        out: dict[str, list[float | None]] = {name: [] for name in names}
-        for s in samples:
-            for name, scorer in scorers.items():
-                value: float | None
-                if name in CONTEXT_METRICS:
-                    if not s.reference_contexts or s.retrieved_contexts is None:
-                        value = None
-                    else:
+        out: dict[str, list[float | None]] = {}
+        for name in names:
+            scorer = lib[name]()
+            values: list[float | None] = [None] * len(samples)
+            if name in CONTEXT_METRICS:
+                for i, s in enumerate(samples):
+                    if s.reference_contexts and s.retrieved_contexts is not None:
                         sample = lib["SingleTurnSample"](
                             retrieved_contexts=s.retrieved_contexts, reference_contexts=s.reference_contexts
                         )
-                        value = float(scorer.single_turn_score(sample))
-                elif s.reference is None:
-                    value = None
-                else:
-                    value = float(scorer.score(reference=s.reference, response=s.response).value)
-                out[name].append(value)
+                        values[i] = float(scorer.single_turn_score(sample))
+            else:
+                scored = [i for i, s in enumerate(samples) if s.reference is not None]
+                results = scorer.batch_score([{"reference": samples[i].reference, "response": samples[i].response}
+                                              for i in scored]) if scored else []
+                for i, result in zip(scored, results):
+                    values[i] = float(result.value)
+            out[name] = values
         return out
 
 
