@@ -3,7 +3,7 @@
     Paris is the capital of France [1]. It lies on the Seine [1][3].
 
 Each sentence: a non-blank first character, text without brackets or sentence-ending punctuation (a "." is
-allowed inside numbers such as 3.5), then one to three markers [n] with n in 1..n_passages, then ".". At
+allowed only between two digits, as in 3.5: a free "." after a digit let SmolLM2 loop "0.0.0..."), then one to three markers [n] with n in 1..n_passages, then ".". At
 most `max_sentences` sentences (the default instructions ask for one to three), after which the grammar
 admits only end-of-generation. Each sentence's text is capped at `max_sentence_chars` so decoding always
 reaches a citation, even from a model that would ramble.
@@ -32,7 +32,7 @@ def citation_grammar(n_passages: int, max_sentences: int = 3, max_sentence_chars
             f"root ::= sentence{more}",
             'sentence ::= first rest cite "."',
             r"first ::= [^\[\] \n.!?]",
-            rf'rest ::= ([^\[\]\n.!?] | "." [0-9]){{0,{max_sentence_chars - 1}}}',
+            rf'rest ::= ([^\[\]\n.!?] | [0-9] "." [0-9]){{0,{max_sentence_chars - 1}}}',
             r'cite ::= " "? ("[" number "]"){1,3}',
             f"number ::= {numbers}",
             "",

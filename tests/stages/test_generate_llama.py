@@ -405,7 +405,7 @@ def test_ask_cli_streams_answer_then_trace(tiny_gguf, capsys):
     assert "No passages were retrieved" in capsys.readouterr().out
 
 
-CITED_SENTENCE = r"[^\[\] \n.!?](?:[^\[\]\n.!?]|\.[0-9])* ?(?:\[\d+\]){1,3}\."
+CITED_SENTENCE = r"[^\[\] \n.!?](?:[^\[\]\n.!?]|[0-9]\.[0-9])* ?(?:\[\d+\]){1,3}\."
 
 
 def test_grammar_makes_every_sentence_end_with_a_valid_citation(tiny_gguf):
