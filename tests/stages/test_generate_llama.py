@@ -423,3 +423,10 @@ def test_grammar_without_passages_decodes_freely(tiny_gguf):
     gen = generator(tiny_gguf, max_tokens=8, citations="grammar")
     result = pipeline(gen, []).run("What is the capital of France?")
     assert result.answer.finish_reason == "length" and result.answer.citations == []
+
+
+def test_an_output_budget_that_leaves_no_room_for_a_prompt_is_refused_in_the_config():
+    from pydantic import ValidationError
+
+    with pytest.raises(ValidationError, match="max_tokens \\(256\\) must be smaller than n_ctx \\(256\\)"):
+        gl.GeneratorConfig(n_ctx=256, max_tokens=256)
