@@ -44,6 +44,7 @@ class RequestState:
     prompt: Any = None  # a FittedPrompt (ragopt.stages.prompt), written by the prompt stage
     answer: Answer | None = None
     deadline: float | None = None  # time.monotonic() value after which work should stop
+    arrival: float | None = None  # time.perf_counter() when the request arrived (set by Pipeline.run): TTFT counts from here
     on_token: Callable[[str], None] | None = None  # streaming sink for generators
     usage: Usage = field(default_factory=Usage)  # reset by the core before each stage
 
@@ -138,10 +139,12 @@ class Pipeline:
         deadline_s: float | None = None,
         on_token: Callable[[str], None] | None = None,
     ) -> Result:
+        arrival = time.perf_counter()
         if isinstance(query, str):
             query = Query(text=query)
         state = RequestState(
             query=query,
+            arrival=arrival,
             deadline=None if deadline_s is None else time.monotonic() + deadline_s,
             on_token=on_token,
         )

@@ -14,8 +14,16 @@ import numpy as np
 from pydantic import BaseModel, Field
 
 PERCENTILES = (50, 95, 99)
-# Per-request generation measurements that summaries report as distributions of their own.
-GENERATION_ATTRS = ("ttft_ms", "tpot_ms", "queue_ms", "reused_fraction", "tokens_per_s")
+# Per-request generation measurements that summaries report as distributions of their own. Each key has
+# exactly one definition; a generator that cannot measure one leaves it out (None), never substitutes another.
+GENERATION_ATTRS: dict[str, str] = {
+    "queue_ms": "wall-clock wait for the model (its turn-taking lock)",
+    "prefill_ms": "llama.cpp's prompt-evaluation counter (t_p_eval), without queueing or sampling",
+    "ttft_ms": "wall-clock from the request's arrival (before queueing) to the first generated token",
+    "tpot_ms": "wall-clock from the first to the last generated token, over (tokens - 1)",
+    "tokens_per_s": "1000 / tpot_ms",
+    "reused_fraction": "share of prompt tokens whose KV was reused instead of evaluated",
+}
 
 
 def now_ms() -> float:
@@ -86,10 +94,14 @@ def percentiles(values: Iterable[float]) -> dict[str, float]:
 
 
 def summarize(traces: Iterable[Trace]) -> dict[str, dict[str, float]]:
-    """Latency percentiles per stage and for the whole request, plus TTFT/TPOT where generation ran."""
+    """Latency percentiles per stage and for the whole request, plus one distribution per key of
+    `GENERATION_ATTRS` (queue, prefill, TTFT, TPOT...) over the requests where generation measured it.
+
+    A generation key is pooled only within one stage: when two stages report it (an LLM rewrite and the
+    generator, say), each gets its own "STAGE.key" entry instead of one mixed distribution."""
     per_stage: dict[str, list[float]] = {}
     totals: list[float] = []
-    extra: dict[str, list[float]] = {}
+    extra: dict[tuple[str, str], list[float]] = {}
     for trace in traces:
         totals.append(trace.total_ms)
         for s in trace.spans:
@@ -97,10 +109,14 @@ def summarize(traces: Iterable[Trace]) -> dict[str, dict[str, float]]:
                 per_stage.setdefault(s.name, []).append(s.ms)
             for key in GENERATION_ATTRS:
                 if s.usage.attrs.get(key) is not None:
-                    extra.setdefault(key, []).append(float(s.usage.attrs[key]))
+                    extra.setdefault((s.name, key), []).append(float(s.usage.attrs[key]))
     summary = {name: percentiles(v) for name, v in per_stage.items()}
     summary["total"] = percentiles(totals)
-    summary.update({name: percentiles(v) for name, v in extra.items()})
+    stages_per_key: dict[str, int] = {}
+    for _, key in extra:
+        stages_per_key[key] = stages_per_key.get(key, 0) + 1
+    for (stage, key), values in extra.items():
+        summary[key if stages_per_key[key] == 1 else f"{stage}.{key}"] = percentiles(values)
     return summary
 
 

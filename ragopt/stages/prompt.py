@@ -276,3 +276,40 @@ def fit_prompt(parts: PromptParts, renderer: Renderer, budget_tokens: int) -> Fi
         stable_prefix_tokens=stable,
         public_prefix_tokens=min(public, stable) if p.tenant_system else stable,
     )
+
+
+from ragopt.pipeline import RequestState  # noqa: E402 - imported here, beside the stage that needs it
+
+
+class BuildPrompt:
+    """The prompt stage: lays out and fits the prompt, between retrieval (or compression) and generation.
+
+    `BuildPrompt(renderer, budget_tokens, PromptConfig())` writes a `FittedPrompt` to `state.prompt`; a
+    generator's `prompt_stage()` builds the one matching its model (template, tokenizer, n_ctx - max_tokens).
+    The trace shows what the budget did: prompt tokens, dropped passages, trimmed turns, a cut question."""
+
+    reads = ("query", "hits")
+    writes = ("prompt",)
+
+    def __init__(self, renderer: Renderer, budget_tokens: int, config: PromptConfig | None = None, name: str = "prompt"):
+        if budget_tokens <= 0:
+            raise InputError(f"no room for a prompt: the token budget is {budget_tokens} (context minus max_tokens)")
+        self.renderer = renderer
+        self.budget_tokens = budget_tokens
+        self.config = config if config is not None else PromptConfig()
+        self.name = name
+
+    def run(self, state: RequestState) -> RequestState:
+        fitted = fit_prompt(prompt_parts(state.query, state.hits, self.config), self.renderer, self.budget_tokens)
+        state.prompt = fitted
+        state.usage.attrs.update(
+            {
+                "prompt_tokens": fitted.n_tokens,
+                "dropped_passages": fitted.dropped_passages,
+                "trimmed_history_turns": fitted.trimmed_history_turns,
+                "question_truncated": fitted.question_truncated,
+                "stable_prefix_tokens": fitted.stable_prefix_tokens,
+                "passages": [p.chunk_id for p in fitted.passages],
+            }
+        )
+        return state

@@ -1,4 +1,5 @@
-"""Prompt layout (stable first) and the token budget (drop passages, then history, never over budget)."""
+"""Prompt layout (stable first), the token budget (drop passages, then history, never over budget) and the
+prompt stage that runs them between retrieval and generation."""
 
 from __future__ import annotations
 
@@ -8,8 +9,11 @@ import pytest
 
 
 from ragopt.errors import InputError
+from ragopt.pipeline import Pipeline, RequestState
 from ragopt.stages.prompt import (
     NO_PASSAGES_NOTE,
+    BuildPrompt,
+    FittedPrompt,
     PromptConfig,
     WordRenderer,
     fit_prompt,
@@ -134,7 +138,7 @@ def test_passages_are_cut_to_max_chars():
 
 def test_real_tokenizer_fits_a_prompt_longer_than_the_context(tiny_gguf):
     llama_cpp = pytest.importorskip("llama_cpp")
-    from ragopt.stages.generate_llama import LlamaRenderer
+    from ragopt.backends.llama_engine import LlamaRenderer
 
     llm = llama_cpp.Llama(str(tiny_gguf), n_ctx=512, n_threads=1, verbose=False)
     try:
@@ -149,3 +153,35 @@ def test_real_tokenizer_fits_a_prompt_longer_than_the_context(tiny_gguf):
         assert 0 < fitted.stable_prefix_tokens < fitted.n_tokens
     finally:
         llm.close()
+
+
+class Retrieved:
+    name = "retrieve"
+    reads: tuple[str, ...] = ()
+    writes = ("hits",)
+
+    def __init__(self, hits):
+        self.hits = hits
+
+    def run(self, state: RequestState) -> RequestState:
+        state.hits = list(self.hits)
+        return state
+
+
+def test_prompt_stage_writes_the_fitted_prompt_and_traces_the_budget():
+    hits = make_hits(10, words=50)
+    full = fit_prompt(prompt_parts(Query(text="q"), hits, PromptConfig(max_passages=10)), WordRenderer(), 100_000)
+    stage = BuildPrompt(WordRenderer(), full.n_tokens - 120, PromptConfig(max_passages=10))
+    assert (stage.name, stage.reads, stage.writes) == ("prompt", ("query", "hits"), ("prompt",))
+    result = Pipeline([Retrieved(hits), stage]).run("q")
+    fitted, attrs = result.state.prompt, result.trace.span("prompt").usage.attrs
+    assert isinstance(fitted, FittedPrompt) and fitted.n_tokens <= full.n_tokens - 120
+    kept = [p.chunk_id for p in fitted.passages]
+    assert attrs["passages"] == kept and attrs["dropped_passages"] == [f"c{i}" for i in range(len(kept), 10)]
+    assert attrs["prompt_tokens"] == fitted.n_tokens and attrs["stable_prefix_tokens"] == fitted.stable_prefix_tokens > 0
+    assert attrs["trimmed_history_turns"] == 0 and attrs["question_truncated"] is False
+
+
+def test_prompt_stage_with_no_budget_is_refused_when_built():
+    with pytest.raises(InputError, match="no room"):
+        BuildPrompt(WordRenderer(), 0)

@@ -1,0 +1,1 @@
+"""Storage and engines with no stage logic: stages call into these, never the other way round."""
