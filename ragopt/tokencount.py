@@ -3,6 +3,7 @@ model's own vocabulary (llama.cpp loads the vocabulary alone, without weights)."
 
 from __future__ import annotations
 
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -15,7 +16,10 @@ from ragopt.errors import InputError
 class TokenCounter:
     name: str  # what the results say was used
     fingerprint: str  # what cached counts are keyed by
-    count: Callable[[str], int]
+    tokenize: Callable[[str], list[int]]
+
+    def count(self, text: str) -> int:
+        return len(self.tokenize(text))
 
 
 def token_counter(spec: str, embedder: EmbedderConfig) -> TokenCounter:
@@ -24,7 +28,12 @@ def token_counter(spec: str, embedder: EmbedderConfig) -> TokenCounter:
         from ragopt.stages.chunking import Chunker
 
         chunker = Chunker(ChunkerConfig(mode="tokens"), embedder)
-        return TokenCounter(f"embedder:{embedder.model}", chunker.fingerprint, lambda text: len(chunker.token_offsets(text)))
+        offsets = chunker.token_offsets
+
+        def tokenize(text: str) -> list[int]:  # a stable id per token string (the tokenizer's offsets give no ids)
+            return [zlib.crc32(text[start:end].encode()) for start, end in offsets(text)]
+
+        return TokenCounter(f"embedder:{embedder.model}", chunker.fingerprint, tokenize)
     from ragopt.gguf_meta import default_model_path, model_fingerprint
 
     path = default_model_path() if spec == "generator" else Path(spec)
@@ -39,5 +48,5 @@ def token_counter(spec: str, embedder: EmbedderConfig) -> TokenCounter:
     return TokenCounter(
         f"gguf:{path.name}",
         model_fingerprint(path),
-        lambda text: len(vocab.tokenize(text.encode("utf-8"), add_bos=False, special=False)),
+        lambda text: vocab.tokenize(text.encode("utf-8"), add_bos=False, special=False),
     )

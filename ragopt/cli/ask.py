@@ -34,28 +34,13 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--threads", type=int, default=1, help="llama.cpp threads (1 is steadiest on small machines)")
     p.add_argument("--kv-type", choices=["f16", "f32", "q8_0"], default="f16", help="KV cache element type")
+    p.add_argument("--citations", choices=["free", "grammar"], default="free",
+                   help="grammar: llama.cpp GBNF makes every sentence end with a valid [n] (about 2x per token)")
     p.add_argument("--kv-budget", default=None, help="refuse requests whose KV cache exceeds this (e.g. 64MiB)")
     p.add_argument("--deadline", type=float, default=None, help="seconds; generation stops there and the answer is marked incomplete")
     p.add_argument("--no-stream", action="store_true", help="print the answer only when it is complete")
     p.add_argument("question")
     return p
-
-
-def _retrieval(args: argparse.Namespace) -> list:
-    if not args.dataset:
-        print("note: no --dataset given: answering from the question alone, without passages or citations", file=sys.stderr)
-        return []
-    from ragopt.retrieval import build_retrieval_stages
-
-    return build_retrieval_stages(
-        args.dataset,
-        _common.workspace(args),
-        _common.retrieval_config(args, args.top_k),
-        chunker=_common.chunker_config(args),
-        embedder_config=_common.embedder_config(args),
-        store=_common.store_config(args),
-        split=args.split,
-    )
 
 
 def _generator_config(args: argparse.Namespace):  # type: ignore[no-untyped-def]
@@ -75,39 +60,66 @@ def _generator_config(args: argparse.Namespace):  # type: ignore[no-untyped-def]
     flags = {
         "model": "--model", "n_ctx": "--n-ctx", "max_tokens": "--max-tokens", "temperature": "--temperature",
         "seed": "--seed", "n_threads": "--threads", "kv_type": "--kv-type", "kv_budget_bytes": "--kv-budget",
+        "citations": "--citations",
     }
     return _common.from_flags(
         GeneratorConfig, flags, model=args.model, n_ctx=args.n_ctx, max_tokens=args.max_tokens,
         temperature=args.temperature, seed=args.seed, n_threads=args.threads, kv_type=args.kv_type,
-        kv_budget_bytes=budget,
+        kv_budget_bytes=budget, citations=args.citations,
     )
 
 
-def _generator(config, extractive):  # type: ignore[no-untyped-def]
-    """Step(LlamaGenerator, fallback=extractive) with the model loaded now: a model that cannot be found or
-    loaded is an InputError here (exit 2), never a silent extractive answer."""
-    from ragopt.pipeline import Step
-    from ragopt.stages.generate_llama import LlamaGenerator
+def _warm(config, resources):  # type: ignore[no-untyped-def]
+    """Load the model now, before any index is built: a model that cannot be found or loaded is an InputError
+    (exit 2), never a silent extractive answer. The plan's generator then finds it in `resources`."""
+    from ragopt.stages.generate_llama import get_engine
 
-    gen = LlamaGenerator(config)
     t0 = time.perf_counter()
-    engine = gen.warm()
+    engine = get_engine(config, resources)
     load_ms = (time.perf_counter() - t0) * 1000
     print(f"model: {engine.path.name} (n_ctx {engine.n_ctx}, {config.n_threads} thread(s), loaded in {load_ms:.0f} ms)", file=sys.stderr)
-    return Step(gen, fallback=extractive)
+
+
+def _pipeline(args: argparse.Namespace, plan, resources):  # type: ignore[no-untyped-def]
+    """The plan's pipeline: retrieval over the dataset's index, or none without --dataset."""
+    from ragopt.pipeline import REQUEST_INPUTS, Pipeline
+    from ragopt.plan import BuildContext, build_steps
+
+    workspace = _common.workspace(args)
+    if args.dataset:
+        from ragopt.data import load_evalset
+        from ragopt.retrieval import open_plan
+
+        evalset = load_evalset(args.dataset, split=args.split)
+        pipeline, _ = open_plan(plan, evalset.documents, workspace, store=_common.store_config(args), resources=resources,
+                                progress=sys.stderr.isatty(), cache_queries=True)
+        return pipeline
+    print("note: no --dataset given: answering from the question alone, without passages or citations", file=sys.stderr)
+    from ragopt.index import make_embedder
+
+    ctx = BuildContext(index=None, embedder=make_embedder(workspace, plan.embedder), resources=resources,
+                       workspace=workspace, plan=plan)
+    # without retrieval the generator gets no passages: the request's empty hit list is its input
+    return Pipeline(build_steps(plan, ctx, []), inputs=(*REQUEST_INPUTS, "hits"))
 
 
 def run(args: argparse.Namespace) -> int:
-    from ragopt.pipeline import REQUEST_INPUTS, Pipeline
+    from ragopt.plan import PlanConfig
+    from ragopt.resources import Resources
     from ragopt.stages.citations import format_citations
-    from ragopt.stages.generate_extractive import ExtractiveGenerator
     from ragopt.stages.prompt import number_passages
     from ragopt.types import Query
 
-    _common.validate_retrieval_flags(args, args.top_k)
+    retrieval = _common.validate_retrieval_flags(args, args.top_k)
     config = None if args.extractive else _generator_config(args)
-    step = ExtractiveGenerator() if config is None else _generator(config, ExtractiveGenerator())
-    stages = _retrieval(args)
+    generate = {"generator": "extractive"} if config is None else {
+        "generator": "llama", "citations": config.citations, "llama": config.model_dump(mode="json", exclude={"citations"})}
+    plan = PlanConfig(chunker=_common.chunker_config(args), embedder=_common.embedder_config(args), retrieval=retrieval,
+                      stages={"generate": generate})
+    resources = Resources(_common.workspace(args))
+    if config is not None:
+        _warm(config, resources)
+    pipeline = _pipeline(args, plan, resources)
     streamed: list[str] = []
 
     def on_token(piece: str) -> None:
@@ -117,9 +129,10 @@ def run(args: argparse.Namespace) -> int:
             sys.stdout.flush()
 
     query = Query(text=args.question, tenant=args.tenant, scopes=args.scope)
-    # without retrieval the generator gets no passages: the request's empty hit list is its input
-    inputs = REQUEST_INPUTS if stages else (*REQUEST_INPUTS, "hits")
-    result = Pipeline([*stages, step], inputs=inputs).run(query, deadline_s=args.deadline, on_token=on_token)
+    try:
+        result = pipeline.run(query, deadline_s=args.deadline, on_token=on_token)
+    finally:
+        resources.close()
     answer = result.answer
     trace = result.trace
     if args.no_stream:
@@ -153,14 +166,14 @@ def run(args: argparse.Namespace) -> int:
             return f"{v:.1f} ms" if isinstance(v, (int, float)) else "-"
 
         if "ttft_ms" in a:
-            print(f"  queue {ms('queue_ms')}   TTFT (prefill) {ms('ttft_ms')} [wall {ms('ttft_wall_ms')}]   "
+            print(f"  TTFT {ms('ttft_ms')} (wall-clock from arrival: queue {ms('queue_ms')}, prefill {ms('prefill_ms')})   "
                   f"TPOT {ms('tpot_ms')}" + (f" ({a['tokens_per_s']:.0f} tok/s)" if a.get("tokens_per_s") else ""))
             print(f"  tokens in {gen_span.usage.tokens_in} (evaluated {a.get('prompt_tokens_evaluated')}, reused "
                   f"{a.get('reused_tokens')} = {a.get('reused_fraction', 0):.0%})   tokens out {gen_span.usage.tokens_out}   "
                   f"finish {a.get('finish_reason')}")
-            if a.get("dropped_passages") or a.get("trimmed_history_turns"):
-                print(f"  token budget dropped {len(a.get('dropped_passages') or [])} passages, "
-                      f"{a.get('trimmed_history_turns', 0)} history turns")
+            dropped, trimmed = trace.attr("dropped_passages"), trace.attr("trimmed_history_turns")
+            if dropped or trimmed:
+                print(f"  token budget dropped {len(dropped or [])} passages, {trimmed or 0} history turns")
         else:
             print(f"  generator: {a.get('generator')} (no LLM: no TTFT/TPOT)")
     for reason in trace.degraded:

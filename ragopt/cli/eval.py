@@ -56,6 +56,7 @@ def run(args: argparse.Namespace) -> int:
         "index": report.index.manifest.id,
         "n_queries": len(runs),
         "metrics": metrics,
+        "context_tokens": mean(r.prompt_tokens for r in runs),
         "latency_ms": {k: summary["total"][k] for k in ("p50", "p95", "p99")},
         "stages_ms": {name: {k: s[k] for k in ("p50", "p95", "p99")} for name, s in summary.items() if name != "total"},
     }
@@ -66,7 +67,8 @@ def run(args: argparse.Namespace) -> int:
     print("  " + "  ".join(f"{m:>10}" for m in METRICS))
     print("  " + "  ".join(f"{metrics[m]:>10.4f}" for m in METRICS))
     lat = out["latency_ms"]
-    print(f"  latency per query: p50 {lat['p50']:.2f} ms  p95 {lat['p95']:.2f} ms  p99 {lat['p99']:.2f} ms")
+    print(f"  latency per query (sum of its stages): p50 {lat['p50']:.2f} ms  p95 {lat['p95']:.2f} ms  p99 {lat['p99']:.2f} ms")
+    print(f"  context tokens (fitted prompt, mean): {out['context_tokens']:.0f}")
     for name, s in out["stages_ms"].items():
         print(f"    {name:<8} p50 {s['p50']:.2f} ms  p95 {s['p95']:.2f} ms  p99 {s['p99']:.2f} ms")
     return 0

@@ -87,7 +87,7 @@ class Costs(_Open):
     p50_ms: float | None = None
     p95_ms: float | None = None
     p99_ms: float | None = None
-    context_tokens: float | None = Field(None, description="mean tokens of the top_k chunks a generator would get")
+    context_tokens: float | None = Field(None, description="mean tokens of the fitted prompt the generator receives (layout, titles, numbering, cut passages)")
     index_build_s: float | None = None
     index_bytes: int | None = None
     n_chunks: int | None = None

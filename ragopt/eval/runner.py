@@ -32,11 +32,13 @@ def chunk_depth(index: Index, docs_wanted: int) -> int:
 
 def run_queries(
     evalset: EvalSet, index: Index, embedder: Embedder, config: RetrievalConfig, k: int, *, progress: bool = True,
-    workspace: Path | None = None,
+    workspace: Path | None = None, context_tokenizer: str = "embedder",
 ) -> list[QueryOutcome]:
-    """Every query through the plan's pipeline at depth `k` chunks, by the executor the sweep uses. Queries
-    are encoded afresh, so the latency does not depend on what an earlier run cached."""
-    plan = PlanConfig(chunker=index.manifest.chunker, embedder=embedder.config, retrieval=config.model_copy(update={"top_k": k}))
+    """Every query through the plan's pipeline at depth `k` chunks, by the executor the sweep uses, with the
+    same prompt stage a sweep trial has (so context tokens and latency mean the same). Queries are encoded
+    afresh, so the latency does not depend on what an earlier run cached."""
+    plan = PlanConfig(chunker=index.manifest.chunker, embedder=embedder.config, retrieval=config.model_copy(update={"top_k": k}),
+                      stages={"prompt": {"tokenizer": context_tokenizer}})
     pipeline = pipeline_for(plan, index, embedder, workspace or index.path.parent.parent)
     outcomes, _ = run_trial(pipeline, [q.query for q in evalset.queries], progress=progress)
     return outcomes

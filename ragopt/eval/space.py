@@ -106,6 +106,7 @@ class SweepConfig(StrictModel):
     def stage_values(self) -> dict[str, dict[str, Any]]:
         """[stages] with the `answers` shorthand applied."""
         stages = {k: dict(v) for k, v in self.stages.items()}
+        stages.setdefault("prompt", {}).setdefault("tokenizer", self.context_tokenizer)  # context tokens: a fitted prompt
         if self.answers != "none":
             stages.setdefault("generate", {}).setdefault("generator", self.answers)
         return stages

@@ -128,7 +128,7 @@ class TrialRunner:
 
 def score_trial(
     trial_id: str, plan: PlanConfig, outcomes: list[QueryOutcome], index: Any,
-    evalset: EvalSet, config: SweepConfig, names: list[str], keep: set[str], cache: Any, token_counts: Any,
+    evalset: EvalSet, config: SweepConfig, names: list[str], keep: set[str], cache: Any,
 ) -> Trial:
     per_query = rank_scores(outcomes, evalset, names, config.span_coverage)
     if config.answers_on():
@@ -142,12 +142,8 @@ def score_trial(
             stage_ms.setdefault(stage, []).append(ms)
     latency_costs = {f"{stage}_{p}_ms": percentiles(ms)[p] for stage, ms in stage_ms.items() for p in ("p50", "p95")}
     lat = percentiles([o.ms for o in outcomes])
-    position = index.positions
-    prompt_tokens = [o.prompt_tokens for o in outcomes]
-    if all(t is not None for t in prompt_tokens):
-        context = float(np.mean(prompt_tokens))
-    else:  # no prompt stage: the passages' tokens
-        context = float(np.mean([sum(int(token_counts[position[r[0]]]) for r in o.ranking) for o in outcomes]))
+    prompt_tokens = [o.prompt_tokens for o in outcomes]  # the fitted prompt, as the generator receives it
+    context = float(np.mean(prompt_tokens)) if prompt_tokens and None not in prompt_tokens else None
     m = index.manifest
     chunker = plan.chunker
     params = TrialParams(
@@ -212,8 +208,7 @@ def run_sweep(
 
     def evaluate(tid: str, plan: PlanConfig) -> Trial:
         outcomes, index = runner.run(plan, queries, tid)
-        trial = score_trial(tid, plan, outcomes, index, evalset, config, names, keep, runner.cache,
-                            index.token_counts(counter))
+        trial = score_trial(tid, plan, outcomes, index, evalset, config, names, keep, runner.cache)
         trials.append(trial)
         ran[tid] = plan
         latencies[tid] = [o.ms for o in outcomes]
@@ -275,7 +270,6 @@ def confirm(outcome: SweepOutcome, report_set: EvalSet, config: SweepConfig, wor
     """Run the selected trial's plan on the report split and record it as `results.held_out`."""
     from ragopt.eval.heldout import held_out
     from ragopt.resources import Resources
-    from ragopt.tokencount import token_counter
 
     results = outcome.results
     if results.selected is None:
@@ -287,8 +281,7 @@ def confirm(outcome: SweepOutcome, report_set: EvalSet, config: SweepConfig, wor
         runner = TrialRunner(report_set, config, workspace, resources, progress=progress, remeasure=False)
         try:
             outcomes, index = runner.run(plan, [q.query for q in report_set.queries], "held-out")
-            confirmed = score_trial(results.selected, plan, outcomes, index, report_set, config, names,
-                                    set(names), runner.cache, index.token_counts(token_counter(config.context_tokenizer, config.embedder)))
+            confirmed = score_trial(results.selected, plan, outcomes, index, report_set, config, names, set(names), runner.cache)
         finally:
             runner.close()
     selected = results.selected_trial

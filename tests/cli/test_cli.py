@@ -225,7 +225,7 @@ def test_save_run_writes_trec_format(evaluated: dict[str, Any]) -> None:
         assert len({r[2] for r in rs}) == len(rs) == 12  # each document once; the corpus has 12
     assert by_query["q8"][0][2] == "d8"
     traces = (evaluated["root"] / "traces.jsonl").read_text().splitlines()
-    assert len(traces) == 8 and [s["name"] for s in json.loads(traces[0])["spans"]] == ["embed", "vector", "bm25", "fuse"]
+    assert len(traces) == 8 and [s["name"] for s in json.loads(traces[0])["spans"]] == ["embed", "vector", "bm25", "fuse", "prompt"]
 
 
 def test_reindexing_embeds_nothing_and_says_so(evaluated: dict[str, Any]) -> None:

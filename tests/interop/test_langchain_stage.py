@@ -49,7 +49,7 @@ def test_eval_and_sweep_measure_a_langchain_retriever(evalset: Any, tmp_path: An
     per_query = rank_scores(runs, evalset, ["recall@5", "ndcg@10"])
     ids = {d.id for d in evalset.documents}
     assert all(r.ranking and {doc for _, doc, _, _, _ in r.ranking} <= ids for r in runs)  # scored by the set's ids
-    assert all(set(r.stage_ms) == {"langchain"} for r in runs)
+    assert all(list(r.stage_ms) == ["langchain", "prompt"] for r in runs)
     config = SweepConfig(retrievers=["bm25", "langchain"], langchain=TARGET, top_k=[5])
     trials = {t.id: t for t in run_sweep(evalset, config, ws, progress=False).results.trials}
     assert trials["whole_langchain_k5"].per_query["ndcg@10"] == per_query["ndcg@10"]
