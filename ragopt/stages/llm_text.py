@@ -10,9 +10,10 @@ the engine records this owner and this prompt's public prefix, so the next reque
 from __future__ import annotations
 
 import codecs
+import json
 import time
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Any, Sequence
 
 from ragopt.stages.generate_llama import Engine, QueueTimeout
 from ragopt.stages.prompt import _prefix_tokens
@@ -44,10 +45,12 @@ def complete(
     max_tokens: int,
     stop: Sequence[str] = ("\n",),
     timeout_s: float | None = None,
+    choices: Sequence[str] | None = None,
 ) -> Completion:
     """Greedy completion of a two-message chat (public `system`, private `user`) of at most `max_tokens`.
 
-    Raises ValueError when the prompt and `max_tokens` do not fit the context, QueueTimeout when the lock is
+    `choices` constrains the output to exactly one of the given strings (a llama.cpp GBNF grammar), which turns
+    the model into a classifier. Raises ValueError when the prompt and `max_tokens` do not fit the context, QueueTimeout when the lock is
     not granted within `timeout_s`."""
     if max_tokens <= 0:
         raise ValueError(f"max_tokens must be positive, got {max_tokens}")
@@ -70,7 +73,7 @@ def complete(
         engine.owner = owner
         engine.public_tokens = public
         try:
-            out, n_out, finish = _greedy(engine, tokens, max_tokens, tuple(stop))
+            out, n_out, finish = _greedy(engine, tokens, max_tokens, tuple(stop), _grammar(choices))
         except BaseException:
             engine.truncate(0)
             raise
@@ -80,10 +83,20 @@ def complete(
     return Completion(text=out.strip(), tokens_in=len(tokens), tokens_out=n_out, finish_reason=finish, queue_ms=queue_ms)
 
 
-def _greedy(engine: Engine, tokens: list[int], max_tokens: int, stop: tuple[str, ...]) -> tuple[str, int, str]:
+def _grammar(choices: Sequence[str] | None) -> Any:
+    if choices is None:
+        return None
+    if not choices:
+        raise ValueError("choices must not be empty")
+    from llama_cpp import LlamaGrammar
+
+    return LlamaGrammar.from_string("root ::= " + " | ".join(json.dumps(c) for c in dict.fromkeys(choices)), verbose=False)
+
+
+def _greedy(engine: Engine, tokens: list[int], max_tokens: int, stop: tuple[str, ...], grammar: Any) -> tuple[str, int, str]:
     decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
     text, n_out, finish = "", 0, "length"
-    gen = engine.llm.generate(tokens, temp=0.0, top_k=1, repeat_penalty=1.0)
+    gen = engine.llm.generate(tokens, temp=0.0, top_k=1, repeat_penalty=1.0, grammar=grammar)
     try:
         for token in gen:
             if engine.is_eog(token):

@@ -6,17 +6,20 @@ Order of work on `query.text` (the query's tenant and scopes are never touched):
    ?/! collapsed, an all-capitals question put in sentence case (identifiers such as LAB_K keep theirs);
 2. resolve a follow-up, only when the question depends on the conversation (`follow_up_rule`): a referring
    pronoun (it, its, they, this, that...), an ellipsis ("And the range?", "What about LAB_K?") or a very short
-   question, with a history to resolve against. Mode "llm" asks the LLM (SmolLM2 by default, through the
-   generator's llama.cpp engine) for a stand-alone question and keeps it when it names something from the
-   conversation; otherwise, and in modes "rules" and "multi", rules do it: the entity named in the last user
-   turn goes into the pronoun slot, and entities the last answer added go after the question as context;
-   "What about X?" repeats the last question with X in place of its entity;
+   question, with a history to resolve against. Rules: the entity named in the last user turn goes into the
+   pronoun slot, and entities the last answer added go after the question as context; "What about X?"
+   repeats the last question with X in place of its entity. Mode "llm" lets the LLM (SmolLM2 by default,
+   through the generator's llama.cpp engine) choose the referent instead, when the conversation names more
+   than one thing: its answer is constrained by a grammar to one of the names in the conversation, so a
+   small model classifies rather than writes (SmolLM2-135M asked to write the whole question rewrote few of
+   the shipped follow-ups and invented facts in most: "LAB_CRP is a metabolite of LAB_CHEF");
 3. expand the user's glossary: "ICU" becomes "ICU (intensive care unit)", so both spellings match.
 
 Mode "multi" also produces query variants (`QueryRewrite.variants`); `MultiQueryRetrieve`
 (ragopt.stages.multi_query) retrieves for each and fuses the lists with RRF. LLM rewrites are cached under a
 `CacheKey` with tenant, scopes, model fingerprint and prompt version (rules cost less than a cache lookup).
-The trace shows `original_query`, `rewritten_query` and `rewrite` (the rules that fired, "llm" or "none").
+The trace shows `original_query`, `rewritten_query` and `rewrite`: the rules that fired, e.g. "normalize+pronoun",
+"pronoun:llm" where the LLM chose the referent, or "none"; with `llm_referent` / `llm_rejected` in mode llm.
 """
 
 from __future__ import annotations
@@ -41,18 +44,13 @@ from ragopt.types import Query, Turn
 
 RewriteMode = Literal["off", "rules", "llm", "multi"]
 
-LLM_SYSTEM = (
-    "You rewrite the user's last question so that it can be understood without the conversation. "
-    "Replace pronouns such as it, its or they with the thing they refer to, and complete short questions. "
-    "Keep names and identifiers exactly as written. Reply with the rewritten question only, on one line.\n"
-    "Example. Conversation: User: Which job loads LAB_NA? Assistant: lab_chem_ingest loads it. "
-    "Question: How often does it run? Rewritten question: How often does lab_chem_ingest run?"
-)
+LLM_SYSTEM = "You resolve references in a conversation. Answer with the name only, copied exactly from the conversation."
+LLM_QUESTION = "What is the last question about?"
 
 
 class RewriteConfig(StrictModel):
     mode: RewriteMode = knob("rules", sweep=["off", "rules", "llm", "multi"],
-                             description="off; rules; llm (follow-ups resolved by the LLM); multi (rules plus query variants fused with RRF)")
+                             description="off; rules; llm (the LLM picks what a follow-up refers to); multi (rules plus query variants fused with RRF)")
     glossary: str | dict[str, str] | None = Field(
         None, description="abbreviations to expand: a mapping, or a file (JSON object, or `ABBR = expansion` lines)")
     prompt_version: str = Field("rewrite-v1", description="bump when the LLM prompt changes: it is part of cache keys")
@@ -67,12 +65,13 @@ class RewriteConfig(StrictModel):
 @dataclass(frozen=True)
 class Rewrite:
     text: str
-    rule: str  # "+"-joined rules that fired, "llm", or "none"
+    rule: str  # "+"-joined rules that fired ("llm" where the LLM chose the referent), or "none"
     variants: tuple[str, ...]  # mode multi: the texts to retrieve with, best first; else (text,)
     tokens_in: int = 0
     tokens_out: int = 0
     cache_hit: bool | None = None  # None: no LLM involved
-    llm_rejected: str | None = None  # why the LLM's rewrite was not used
+    llm_referent: str | None = None  # what the LLM said the follow-up is about
+    llm_rejected: str | None = None  # why the LLM's answer was not used
 
 
 # --- glossary ---------------------------------------------------------------------------------------
@@ -187,8 +186,8 @@ def _last(history: list[Turn], role: str) -> Turn | None:
     return next((t for t in reversed(history) if t.role == role), None)
 
 
-def resolve_by_rules(text: str, history: list[Turn], rule: str) -> str:
-    """A stand-alone question from a follow-up (see the module docstring); the text itself when nothing to carry."""
+def resolve_by_rules(text: str, history: list[Turn], rule: str, referent: str | None = None) -> str:
+    """A stand-alone question from a follow-up (see the module docstring); `referent` overrides the rules' choice."""
     user = _last(history, "user")
     user_entities = entities(user.content) if user else []
     answer = history[-1] if history and history[-1].role == "assistant" else None
@@ -197,7 +196,7 @@ def resolve_by_rules(text: str, history: list[Turn], rule: str) -> str:
     if rule == "ellipsis" and own and user is not None and user_entities:
         # "What about LAB_K?" after "What unit is LAB_NA in?" -> "What unit is LAB_K in?"
         return normalize(user.content.replace(user_entities[0], own[0], 1))
-    referent = user_entities[0] if user_entities else (answer_entities[0] if answer_entities else None)
+    referent = referent or (user_entities[0] if user_entities else (answer_entities[0] if answer_entities else None))
     if referent is None:  # nothing named: the last question itself is the best context there is
         return f"{text} (after: {normalize(user.content)})" if user is not None else text
     out = text
@@ -242,6 +241,8 @@ class QueryRewrite:
         usage.attrs.update({"original_query": original, "rewritten_query": result.text, "rewrite": result.rule})
         if len(result.variants) > 1:
             usage.attrs["query_variants"] = list(result.variants)
+        if result.llm_referent:
+            usage.attrs["llm_referent"] = result.llm_referent
         if result.llm_rejected:
             usage.attrs["llm_rejected"] = result.llm_rejected
         usage.tokens_in += result.tokens_in
@@ -260,19 +261,18 @@ class QueryRewrite:
             rules.append("normalize")
         follow_up = follow_up_rule(text, query.history)
         llm: Rewrite | None = None
-        if follow_up is not None and mode == "llm":
-            llm = self._llm_resolve(text, query, timeout_s)
-        if llm is not None and llm.llm_rejected is None:
-            text, rules = llm.text, ["llm"]
-        elif follow_up is not None:
-            text = resolve_by_rules(text, query.history, follow_up)
-            rules.append(follow_up)
+        if follow_up is not None and mode == "llm" and not (follow_up == "ellipsis" and entities(text)):
+            llm = self._llm_referent(text, query, timeout_s)
+        if follow_up is not None:
+            chosen = llm.llm_referent if llm is not None and llm.llm_rejected is None else None
+            text = resolve_by_rules(text, query.history, follow_up, chosen)
+            rules.append(f"{follow_up}:llm" if chosen else follow_up)
         text, expanded = expand_glossary(text, self.glossary)
         if expanded:
             rules.append("glossary")
         variants = self.variants(query, text, follow_up) if mode == "multi" else (text,)
-        extra = {} if llm is None else {"tokens_in": llm.tokens_in, "tokens_out": llm.tokens_out,
-                                         "cache_hit": llm.cache_hit, "llm_rejected": llm.llm_rejected}
+        extra = {} if llm is None else {"tokens_in": llm.tokens_in, "tokens_out": llm.tokens_out, "cache_hit": llm.cache_hit,
+                                         "llm_referent": llm.llm_referent, "llm_rejected": llm.llm_rejected}
         return Rewrite(text=text, rule="+".join(rules) or "none", variants=variants, **extra)
 
     def variants(self, query: Query, rewritten: str, follow_up: str | None) -> tuple[str, ...]:
@@ -296,19 +296,23 @@ class QueryRewrite:
 
         return model_fingerprint(resolve_model(self.config.llm.model))
 
-    def _llm_resolve(self, text: str, query: Query, timeout_s: float | None) -> Rewrite:
+    def _llm_referent(self, text: str, query: Query, timeout_s: float | None) -> Rewrite | None:
+        """The LLM's choice among the names in the recent conversation (None when there is no choice to make)."""
         from ragopt.stages.llm_text import complete
 
         cfg = self.config
         turns = [t for t in query.history if t.role in ("user", "assistant")][-cfg.llm_history_turns :]
-        conversation = " ".join(f"{t.role.capitalize()}: {_CITATION.sub('', ' '.join(t.content.split()))[:400]}" for t in turns)
-        user = f"Conversation: {conversation}\nQuestion: {text}\nRewritten question:"
+        candidates = list(dict.fromkeys(e for t in turns for e in entities(t.content)))
+        if len(candidates) < 2:
+            return None
+        shown = "\n".join(f"{t.role.capitalize()}: {' '.join(t.content.split())[:400]}" for t in turns)
+        user = f"{shown}\nUser: {text}\n\n{LLM_QUESTION}"
         key = CacheKey(
             namespace="rewrite",
             tenant=query.tenant,
             scopes=query.scopes,
             model=self._model_fingerprint,
-            prompt_version=f"{cfg.prompt_version}-{fingerprint([LLM_SYSTEM, cfg.llm.max_tokens])}",
+            prompt_version=f"{cfg.prompt_version}-{fingerprint([LLM_SYSTEM, LLM_QUESTION, cfg.llm.max_tokens])}",
             payload={"text": text, "history": [t.model_dump() for t in turns]},
         )
         cached = self.cache.get(key)
@@ -317,19 +321,13 @@ class QueryRewrite:
         else:
             try:
                 done = complete(get_engine(cfg.llm), LLM_SYSTEM, user, (query.tenant, tuple(query.scopes)),
-                                max_tokens=cfg.llm.max_tokens, timeout_s=timeout_s)
+                                max_tokens=cfg.llm.max_tokens, timeout_s=timeout_s, choices=candidates)
             except InputError:
                 raise
             except (QueueTimeout, ValueError) as exc:  # busy model or an oversized prompt: the rules answer
                 return Rewrite(text=text, rule="llm", variants=(text,), cache_hit=False, llm_rejected=f"{type(exc).__name__}: {exc}")
             out, tokens_in, tokens_out, hit = done.text, done.tokens_in, done.tokens_out, False
             self.cache.set(key, out)
-        out = normalize(out.removeprefix("Rewritten question:").strip().strip('"'))
-        named = {e.casefold() for t in turns for e in entities(t.content)}
-        rejected = None
-        if not out or len(out.split()) > 3 * len(text.split()) + 20:
-            rejected = "empty or too long"
-        elif named and not any(e.casefold() in named for e in entities(out)):
-            rejected = "names nothing from the conversation"
-        return Rewrite(text=out, rule="llm", variants=(out,), tokens_in=tokens_in, tokens_out=tokens_out,
-                       cache_hit=hit, llm_rejected=rejected)
+        rejected = None if out in candidates else f"not a name from the conversation: {out[:80]!r}"
+        return Rewrite(text=text, rule="llm", variants=(text,), tokens_in=tokens_in, tokens_out=tokens_out,
+                       cache_hit=hit, llm_referent=out, llm_rejected=rejected)

@@ -163,26 +163,30 @@ def test_multi_query_retrieves_per_variant_and_keeps_permissions(tiny_index):
     assert with_rewrite(rewriter := QueryRewrite(), retrieval) == [rewriter, *retrieval]
 
 
-def test_llm_mode_runs_on_the_tiny_model_falls_back_to_rules_and_caches(tiny_gguf: Path):
+def test_llm_mode_lets_the_model_pick_the_referent_among_names_and_caches_it(tiny_gguf: Path):
     pytest.importorskip("llama_cpp")
     from ragopt.stages.generate_llama import get_engine
 
-    config = RewriteConfig(mode="llm", llm=GeneratorConfig(model=str(tiny_gguf), n_ctx=512, max_tokens=6))
+    config = RewriteConfig(mode="llm", llm=GeneratorConfig(model=str(tiny_gguf), n_ctx=1024, max_tokens=48))
     stage = QueryRewrite(config, cache=Cache(None))
     query = Query(text="How often does it run?", tenant="north", scopes=("ops",), history=JOB_HISTORY)
     first = Pipeline([stage]).run(query).state
-    # random weights write noise that names nothing from the conversation: the rules answer, visibly
-    assert first.usage.attrs["llm_rejected"] and first.usage.attrs["rewrite"] == "pronoun"
-    assert "LAB_NA" in first.query.text
-    assert 0 < first.usage.tokens_out <= 6 and first.usage.tokens_in > 20 and first.usage.cache_misses == 1
-    engine = get_engine(config.llm)
-    assert engine.owner == ("north", ("ops",))  # the live KV now holds this tenant's tokens, and says so
+    attrs = first.usage.attrs
+    # the grammar holds even random weights to a name from the conversation, which then fills the slot
+    assert attrs["rewrite"] == "pronoun:llm" and "llm_rejected" not in attrs
+    assert attrs["llm_referent"] in ("LAB_NA", "lab_chem_ingest", "ndw.lab_result_chem")
+    assert first.query.text.startswith(f"How often does {attrs['llm_referent']} run?")
+    assert first.usage.tokens_out > 0 and first.usage.tokens_in > 20 and first.usage.cache_misses == 1
+    assert get_engine(config.llm).owner == ("north", ("ops",))  # the live KV now holds this tenant's tokens, and says so
     again = Pipeline([stage]).run(query).state
     assert again.usage.cache_hits == 1 and again.usage.tokens_out == 0 and again.query.text == first.query.text
     other = Pipeline([stage]).run(query.model_copy(update={"tenant": "south"})).state
-    assert other.usage.cache_misses == 1  # another tenant never reads this tenant's cached rewrite
+    assert other.usage.cache_misses == 1  # another tenant never reads this tenant's cached answer
+    # no follow-up, or only one name to choose from: no LLM call
     plain = Pipeline([stage]).run(Query(text="In which unit is LAB_CREAT stored?", history=JOB_HISTORY)).state
-    assert plain.usage.tokens_in == 0 and plain.usage.attrs["rewrite"] == "none"  # no follow-up: no LLM call
+    assert plain.usage.tokens_in == 0 and plain.usage.attrs["rewrite"] == "none"
+    single = Pipeline([stage]).run(Query(text="And its range?", history=UNIT_HISTORY)).state
+    assert single.usage.tokens_in == 0 and single.query.text == "And LAB_HBA1C's range?"
 
 
 def test_llm_mode_with_a_missing_model_fails_before_any_request(tmp_path: Path):
