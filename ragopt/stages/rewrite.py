@@ -8,7 +8,8 @@ Order of work on `query.text` (the query's tenant and scopes are never touched):
    pronoun (it, its, they, this, that...), an ellipsis ("And the range?", "What about LAB_K?") or a very short
    question, with a history to resolve against. Rules: the entity named in the last user turn goes into the
    pronoun slot, and entities the last answer added go after the question as context; "What about X?"
-   repeats the last question with X in place of its entity. Mode "llm" lets the LLM (SmolLM2 by default,
+   repeats the last question with X in place of its entity. The other names of the last exchange follow the
+   question as context ("(about ...)"), so retrieval still sees them when the slot got the wrong one. Mode "llm" lets the LLM (SmolLM2 by default,
    through the generator's llama.cpp engine) choose the referent instead, when the conversation names more
    than one thing: its answer is constrained by a grammar to one of the names in the conversation, so a
    small model classifies rather than writes (SmolLM2-135M asked to write the whole question rewrote few of
@@ -131,7 +132,8 @@ def expand_glossary(text: str, glossary: Mapping[str, str]) -> tuple[str, bool]:
 # --- normalization ----------------------------------------------------------------------------------
 
 _QUOTES = str.maketrans({"\u2018": "'", "\u2019": "'", "\u201c": '"', "\u201d": '"', "\u00a0": " "})
-_IDENTIFIER = re.compile(r"\b[\w.\-/]*(?:_|\d|[a-z][A-Z]|\.[a-z])[\w.\-/]*\b|\b[A-Z][A-Z0-9]+\b")
+# snake_case, digits, CamelCase or dotted names (not units such as mL/min or mmol/L), and acronyms
+_IDENTIFIER = re.compile(r"\b[\w.\-]*(?:_|\d|[a-z][A-Z][a-z]|\.[a-z])[\w.\-]*\b|\b[A-Z][A-Z0-9]+\b")
 _PROPER = re.compile(r"(?<![.?!]\s)(?<!^)\b[A-Z][a-z]+(?:\s+[A-Z][a-z]+)*\b")
 _CITATION = re.compile(r"\s*\[\d+\]")
 
@@ -164,7 +166,7 @@ def entities(text: str) -> list[str]:
     text = _CITATION.sub("", text)
     found = [m.group(0).strip(".-/") for m in _IDENTIFIER.finditer(text)]
     found += [m.group(0) for m in _PROPER.finditer(text) if m.group(0) not in {"I"}]
-    return list(dict.fromkeys(e for e in found if any(c.isalpha() for c in e)))
+    return list(dict.fromkeys(e for e in found if e[:1].isalpha()))  # not 3rd, 1.73 or 15min
 
 
 def follow_up_rule(text: str, history: list[Turn]) -> str | None:
@@ -204,7 +206,7 @@ def resolve_by_rules(text: str, history: list[Turn], rule: str, referent: str | 
         pronouns = _REFERRING | (set() if own else _DEMONSTRATIVE)
         pattern = re.compile(r"\b(" + "|".join(sorted(pronouns, key=len, reverse=True)) + r")\b", re.IGNORECASE)
         out = pattern.sub(lambda m: f"{referent}'s" if m.group(1).lower() in _POSSESSIVE else referent, text, count=1)
-    context = [e for e in [referent, *answer_entities] if e not in out]
+    context = list(dict.fromkeys(e for e in [referent, *user_entities, *answer_entities] if e not in out))
     if context:
         out = f"{out} (about {', '.join(context[:3])})"
     return out
