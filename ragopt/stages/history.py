@@ -29,6 +29,7 @@ from typing import Callable, Literal, Sequence
 from pydantic import Field, field_validator
 
 from ragopt.config import StrictModel, knob
+from ragopt.errors import InputError
 from ragopt.pipeline import RequestState
 from ragopt.stages.generate_llama import GeneratorConfig, QueueTimeout, get_engine
 from ragopt.text import sentences
@@ -248,7 +249,6 @@ class SummarizeHistory:
         return state
 
     def _llm_notes(self, state: RequestState, turns: list[Turn], summary: Summary) -> None:
-        from ragopt.errors import InputError
         from ragopt.stages.llm_text import complete, prompt_tokens
 
         cfg = self.config

@@ -30,10 +30,15 @@ class Completion:
     queue_ms: float  # time spent waiting for the engine's lock
 
 
+def _render(engine: Engine, system: str, user: str) -> tuple[str, list[int]]:
+    """The chat-template text and tokens of the two messages (the tokenizer is read-only: no lock needed)."""
+    text = engine.renderer.render([{"role": "system", "content": system}, {"role": "user", "content": user}])
+    return text, engine.renderer.tokenize(text)
+
+
 def prompt_tokens(engine: Engine, system: str, user: str) -> int:
-    """Tokens of the two-message prompt `complete` would send (the tokenizer is read-only: no lock needed)."""
-    renderer = engine.renderer
-    return len(renderer.tokenize(renderer.render([{"role": "system", "content": system}, {"role": "user", "content": user}])))
+    """How many tokens the prompt `complete` would send has."""
+    return len(_render(engine, system, user)[1])
 
 
 def complete(
@@ -50,17 +55,15 @@ def complete(
     """Greedy completion of a two-message chat (public `system`, private `user`) of at most `max_tokens`.
 
     `choices` constrains the output to exactly one of the given strings (a llama.cpp GBNF grammar), which turns
-    the model into a classifier. Raises ValueError when the prompt and `max_tokens` do not fit the context, QueueTimeout when the lock is
-    not granted within `timeout_s`."""
+    the model into a classifier. Raises ValueError when the prompt and `max_tokens` do not fit the context,
+    QueueTimeout when the lock is not granted within `timeout_s`."""
     if max_tokens <= 0:
         raise ValueError(f"max_tokens must be positive, got {max_tokens}")
-    renderer = engine.renderer
-    text = renderer.render([{"role": "system", "content": system}, {"role": "user", "content": user}])
-    tokens = renderer.tokenize(text)
+    text, tokens = _render(engine, system, user)
     if len(tokens) + max_tokens > engine.n_ctx:
         raise ValueError(f"prompt of {len(tokens)} tokens + {max_tokens} to generate exceed the context ({engine.n_ctx})")
     at = text.find(system)
-    public = _prefix_tokens(text, tokens, at + len(system), renderer.tokenize) if at >= 0 else 0
+    public = _prefix_tokens(text, tokens, at + len(system), engine.renderer.tokenize) if at >= 0 else 0
 
     t_queue = time.perf_counter()
     if not engine.lock.acquire(timeout_s):
@@ -90,7 +93,7 @@ def _grammar(choices: Sequence[str] | None) -> Any:
         raise ValueError("choices must not be empty")
     from llama_cpp import LlamaGrammar
 
-    return LlamaGrammar.from_string("root ::= " + " | ".join(json.dumps(c) for c in dict.fromkeys(choices)), verbose=False)
+    return LlamaGrammar.from_string("root ::= " + " | ".join(json.dumps(c, ensure_ascii=False) for c in dict.fromkeys(choices)), verbose=False)
 
 
 def _greedy(engine: Engine, tokens: list[int], max_tokens: int, stop: tuple[str, ...], grammar: Any) -> tuple[str, int, str]:
