@@ -2599,6 +2599,45 @@ def ask_follow_ups(b: Builder, t: Tenant) -> None:
               askers(t)["clinical"], relevance=graded(b, t, doc, f, "valid"), history=history)
 
 
+def ask_more_follow_ups(fb: Builder, t: Tenant) -> None:
+    """followups.jsonl: second turns in five shapes, so that follow-up resolution is measured on more than two
+    templates. The pronoun refers to the entity of the user's turn (unit, owner) or to the one the answer named
+    (manager, source); "What about X?" repeats the last question for another field."""
+    rng, short, d, who = fb.rng, t.short, fb.docs, askers(t)
+    jobs = sorted(j.name for j in JOBS if j.schedule(t))
+    for name in rng.sample(jobs, 3):
+        team = TEAMS[short][JOB[name].area]
+        history = [("user", f"Which team owns {name}?"), ("assistant", f"{name} is owned by {team.name} [1].")]
+        fb.ask(f"followup-{short}-manager-{name}", "Who manages that team?", team.manager,
+               [(d[f"{short}.team.{JOB[name].area}"], "manager")], who["ops"], history=history)
+    for name in rng.sample(jobs, 3):
+        job, team_doc = JOB[name], d[f"{short}.team.{JOB[name].area}"]
+        history = [("user", f"When does {name} run?"), ("assistant", f"{job.schedule(t)[1]} [1].")]
+        fb.ask(f"followup-{short}-owner-{name}", "Which team owns it?", TEAMS[short][job.area].name,
+               [(d[f"{short}.job.{name}"], "owner")], who["ops"], relevance={d[f"{short}.job.{name}"]: 2, team_doc: 1},
+               history=history)
+    loaded = [f for f in FIELDS if f.system == "lab" and f.spec(t).table in TABLE_JOB]
+    for f in rng.sample(loaded, 3):
+        job = TABLE_JOB[f.spec(t).table]
+        history = [("user", f"Which job loads {f.name} into the warehouse?"),
+                   ("assistant", f"{job.name} loads it into {t.table(job.area, job.target)} [1].")]
+        fb.ask(f"followup-{short}-source-{f.name.lower()}", "Where does it read its data from?",
+               SOURCES[(short, job.area)], [(d[f"{short}.job.{job.name}"], "source")], who["ops"], history=history)
+    numeric = [f for f in FIELDS if f.system != "billing" and f.spec(t).unit]
+    for f in rng.sample([f for f in FIELDS if f.north.table != f.south.table and f.spec(t).unit], 3):
+        doc = d[f"{short}.field.{f.name}"]
+        history = [("user", f"Which source table holds {f.name} in {system_of(t, f.system)}?"),
+                   ("assistant", f"{f.spec(t).table} [1].")]
+        fb.ask(f"followup-{short}-unit-{f.name.lower()}", "In which unit is it stored?", f.spec(t).unit, [(doc, "unit")],
+               field_asker(fb, t, f), relevance=graded(fb, t, doc, f, "unit"), history=history)
+    for first, then in zip(*[iter(rng.sample(numeric, 6))] * 2):
+        doc = d[f"{short}.field.{then.name}"]
+        history = [("user", f"What unit is {first.name} in?"), ("assistant", f"{first.spec(t).unit} [1].")]
+        fb.ask(f"followup-{short}-unit-{then.name.lower()}-after-{first.name.lower()}", f"What about {then.name}?",
+               then.spec(t).unit, [(doc, "unit")], who["clinical"] if then.system == "lab" else who["lead"],
+               relevance=graded(fb, t, doc, then, "unit"), history=history)
+
+
 # ---------------------------------------------------------------------------------------------------------
 # The whole set
 # ---------------------------------------------------------------------------------------------------------
@@ -2653,7 +2692,12 @@ def main(argv: list[str] | None = None) -> None:
     args.out.mkdir(parents=True, exist_ok=True)
     write_jsonl(args.out / "corpus.jsonl", b.corpus_rows())
     write_jsonl(args.out / "questions.jsonl", b.question_rows())
-    print(f"{args.out}: {len(b.docs)} documents, {len(b.questions)} questions")
+    follow_ups = Builder(SEED + 1)  # its own random stream: questions.jsonl stays as it was
+    follow_ups.docs = b.docs
+    for t in TENANTS:
+        ask_more_follow_ups(follow_ups, t)
+    write_jsonl(args.out / "followups.jsonl", follow_ups.question_rows())
+    print(f"{args.out}: {len(b.docs)} documents, {len(b.questions)} questions, {len(follow_ups.questions)} more follow-ups")
 
 
 if __name__ == "__main__":

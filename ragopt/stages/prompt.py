@@ -11,14 +11,23 @@ longest common prefix of its previous call):
 
 The chat template comes from the model (the generator renders the messages with it); here the layout is
 model-agnostic: a `Renderer` turns messages into tokens, and `fit_prompt` keeps the prompt within
-`budget_tokens` by dropping the lowest-ranked passages first, then the oldest history turns, then (as a last
-resort) cutting the question's tail. It never returns a prompt over budget and never crashes on a long one.
+`budget_tokens`. It never returns a prompt over budget and never crashes on a long one. What it gives up, in
+order, each step only as far as needed:
+
+1. passages beyond the first, lowest-ranked first (the best passage is the one most likely to hold the answer);
+2. verbatim history turns, oldest first (a summary turn, `Turn(role="system")` from the history stage, stays);
+3. the summary turn, cut from its end (its lowest-priority lines come last), then dropped;
+4. the last passage;
+5. the question's tail.
+
+So history never costs the answer its best evidence, and a long conversation is trimmed by the history rules
+(recent turns and the summary outlive old turns) before the question loses its last passage.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable, Protocol, Sequence
+from typing import Any, Callable, Protocol, Sequence
 
 from pydantic import Field
 
@@ -47,7 +56,7 @@ class PromptConfig(StrictModel):
     )
     max_passages: int = Field(8, ge=0, description="passages offered to the model before the token budget applies")
     max_passage_chars: int | None = Field(1500, gt=0, description="longer passages are cut at a word boundary")
-    max_history_turns: int = Field(6, ge=0, description="most recent turns kept before the token budget applies")
+    max_history_turns: int = Field(6, ge=0, description="most recent turns kept before the token budget applies (a leading summary turn not counted; 0 = no history)")
     version: str = Field("v1", description="bump when the layout changes: it is part of cache keys")
 
     @property
@@ -132,11 +141,11 @@ class PromptParts:
 def prompt_parts(query: Query, hits: Sequence[Hit], config: PromptConfig) -> PromptParts:
     public = f"{config.system.strip()}\n\n{config.instructions.strip()}".strip()
     tenant_text = config.tenant_instructions.get(query.tenant or "", "").strip() if query.tenant else ""
-    history = list(query.history)
-    if config.max_history_turns == 0:
-        history = []
-    elif len(history) > config.max_history_turns:
-        history = history[-config.max_history_turns :]
+    history: list[Turn] = []
+    if config.max_history_turns:
+        summary = [t for t in query.history[:1] if t.role == "system"]  # a summary turn is not one of the turns counted
+        turns = query.history[len(summary) :]
+        history = summary + turns[max(len(turns) - config.max_history_turns, 0) :]
     return PromptParts(
         public_system=public,
         tenant_system=tenant_text,
@@ -184,7 +193,8 @@ class FittedPrompt:
     parts: PromptParts
     budget_tokens: int
     dropped_passages: list[str] = field(default_factory=list)  # chunk ids, lowest-ranked first removed
-    trimmed_history_turns: int = 0  # by the token budget (config's max_history_turns is applied before)
+    trimmed_history_turns: int = 0  # dropped by the token budget, a dropped summary included (config's max_history_turns is applied before)
+    summary_truncated: bool = False  # the summary turn was cut or dropped by the token budget
     question_truncated: bool = False
     stable_prefix_tokens: int = 0  # tokens up to the end of the system message (public + tenant)
     public_prefix_tokens: int = 0  # tokens that hold no tenant data (shareable across tenants)
@@ -215,61 +225,69 @@ def _prefix_tokens(text: str, tokens: list[int], end_char: int, tokenize: Callab
 
 
 def fit_prompt(parts: PromptParts, renderer: Renderer, budget_tokens: int) -> FittedPrompt:
-    """The largest prompt within `budget_tokens`: drop lowest-ranked passages, then oldest turns, then cut the question."""
+    """The largest prompt within `budget_tokens`, giving up content in the order of the module docstring."""
     if budget_tokens <= 0:
         raise InputError(f"no room for a prompt: the token budget is {budget_tokens} (context minus max_tokens)")
     all_passages = list(parts.passages)
-    all_history = list(parts.history)
+    summary = parts.history[0] if parts.history and parts.history[0].role == "system" else None
+    verbatim = list(parts.history[1:] if summary is not None else parts.history)
+    summary_words = summary.content.split() if summary is not None else []
 
-    def build(n_passages: int, n_dropped_turns: int, question: str | None = None) -> tuple[PromptParts, str, list[int]]:
+    def build(n_pass: int, n_drop: int, n_summary_words: int, question: str | None = None) -> tuple[PromptParts, str, list[int]]:
+        kept_summary = [Turn(role="system", content=" ".join(summary_words[:n_summary_words]))] if n_summary_words else []
         p = PromptParts(
             public_system=parts.public_system,
             tenant_system=parts.tenant_system,
-            passages=all_passages[:n_passages],
-            history=all_history[n_dropped_turns:],
+            passages=all_passages[:n_pass],
+            history=kept_summary + verbatim[n_drop:],
             question=parts.question if question is None else question,
         )
         text = renderer.render(p.messages())
         return p, text, renderer.tokenize(text)
 
-    def largest(lo: int, hi: int, fits: Callable[[int], bool]) -> int | None:
-        """Largest x in [lo, hi] with fits(x), for fits true up to some x and false beyond; None if fits(lo) fails."""
-        if not fits(lo):
+    def fits(*args: Any) -> bool:
+        return len(build(*args)[2]) <= budget_tokens
+
+    def largest(lo: int, hi: int, ok: Callable[[int], bool]) -> int | None:
+        """Largest x in [lo, hi] with ok(x), for ok true up to some x and false beyond; None if ok(lo) fails."""
+        if not ok(lo):
             return None
         while lo < hi:
             mid = (lo + hi + 1) // 2
-            if fits(mid):
+            if ok(mid):
                 lo = mid
             else:
                 hi = mid - 1
         return lo
 
-    n_pass, n_drop_turns, question_truncated, question = len(all_passages), 0, False, parts.question
-    p, text, tokens = build(n_pass, 0)
-    if len(tokens) > budget_tokens:
-        # 1. drop the lowest-ranked passages
-        k = largest(0, len(all_passages), lambda k: len(build(k, 0)[2]) <= budget_tokens)
-        if k is not None:
-            n_pass = k
-        else:
-            n_pass = 0
-            # 2. trim the oldest history turns
-            keep = largest(0, len(all_history), lambda keep: len(build(0, len(all_history) - keep)[2]) <= budget_tokens)
-            if keep is not None:
-                n_drop_turns = len(all_history) - keep
-            else:
-                n_drop_turns = len(all_history)
-                # 3. cut the question's tail (binary search on characters)
-                q = parts.question
-                n_chars = largest(0, len(q), lambda n: len(build(0, n_drop_turns, q[:n])[2]) <= budget_tokens)
-                if n_chars is None:
-                    raise InputError(
-                        f"the system prompt and instructions alone exceed the token budget ({budget_tokens} tokens); "
-                        "raise n_ctx, lower max_tokens or shorten the instructions"
-                    )
-                question = q[:n_chars]
-                question_truncated = True
-        p, text, tokens = build(n_pass, n_drop_turns, question if question_truncated else None)
+    n_pass, n_drop, n_words, question = len(all_passages), 0, len(summary_words), None
+    one = min(n_pass, 1)
+    if not fits(n_pass, 0, n_words):
+        # 1. passages beyond the first
+        k = largest(one, n_pass, lambda k: fits(k, 0, n_words))
+        n_pass = one if k is None else k
+        if k is None:
+            # 2. verbatim turns, oldest first
+            keep = largest(0, len(verbatim), lambda keep: fits(one, len(verbatim) - keep, n_words))
+            n_drop = len(verbatim) - (keep or 0)
+            if keep is None:
+                # 3. the summary, from its end
+                w = largest(0, n_words, lambda w: fits(one, n_drop, w))
+                n_words = w or 0
+                if w is None:
+                    # 4. the last passage; 5. the question's tail
+                    n_pass = 0
+                    if not fits(0, n_drop, 0):
+                        q = parts.question
+                        n_chars = largest(0, len(q), lambda n: fits(0, n_drop, 0, q[:n]))
+                        if n_chars is None:
+                            raise InputError(
+                                f"the system prompt and instructions alone exceed the token budget ({budget_tokens} tokens); "
+                                "raise n_ctx, lower max_tokens or shorten the instructions"
+                            )
+                        question = q[:n_chars]
+    p, text, tokens = build(n_pass, n_drop, n_words, question)
+    summary_dropped = summary is not None and n_words == 0
 
     system_at = text.find(p.system)
     stable = public = 0
@@ -283,8 +301,9 @@ def fit_prompt(parts: PromptParts, renderer: Renderer, budget_tokens: int) -> Fi
         parts=p,
         budget_tokens=budget_tokens,
         dropped_passages=[x.chunk_id for x in all_passages[n_pass:]],
-        trimmed_history_turns=n_drop_turns,
-        question_truncated=question_truncated,
+        trimmed_history_turns=n_drop + int(summary_dropped),
+        summary_truncated=summary is not None and n_words < len(summary_words),
+        question_truncated=question is not None,
         stable_prefix_tokens=stable,
         public_prefix_tokens=min(public, stable) if p.tenant_system else stable,
     )

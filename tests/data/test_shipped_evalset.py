@@ -20,7 +20,7 @@ SHIPPED = EVALSETS / "hospital"
 def test_the_generator_reproduces_the_committed_files(tmp_path: Path) -> None:
     subprocess.run([sys.executable, str(EVALSETS / "build_hospital.py"), "--out", str(tmp_path)], check=True,
                    capture_output=True)  # fmt: skip
-    for name in ("corpus.jsonl", "questions.jsonl"):
+    for name in ("corpus.jsonl", "questions.jsonl", "followups.jsonl"):
         fresh, committed = (tmp_path / name).read_bytes(), (SHIPPED / name).read_bytes()
         assert fresh == committed, f"{name} differs from its generator: run `python evalsets/build_hospital.py`"
 
@@ -74,3 +74,10 @@ def test_near_duplicates_make_the_tenant_matter(hospital: EvalSet) -> None:
     assert {d.tenant for d in glucose} == {"north-hospital", "south-hospital"} and len(glucose) == 3
     units = {line for d in glucose for line in d.text.splitlines() if "Unit" in line}
     assert len(units) == 3  # mmol/L now and mg/dL before in North; mg/dL in South, written as a table row
+
+
+def test_added_follow_ups_load_against_the_same_corpus_and_all_carry_history() -> None:
+    follow_ups = load_ragopt_jsonl(SHIPPED / "followups.jsonl")  # the loader checks evidence and who may see it
+    assert len(follow_ups.queries) >= 20 and all(q.query.history for q in follow_ups.queries)
+    shipped = {q.query.id for q in load_ragopt_jsonl(SHIPPED).queries}
+    assert not shipped & {q.query.id for q in follow_ups.queries}

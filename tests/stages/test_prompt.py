@@ -1,5 +1,5 @@
-"""Prompt layout (stable first), the token budget (drop passages, then history, never over budget) and the
-prompt stage that runs them between retrieval and generation."""
+"""Prompt layout (stable first), the token budget (passages beyond the first, oldest turns, the summary, the
+last passage, the question: never over budget) and the prompt stage that runs them before generation."""
 
 from __future__ import annotations
 
@@ -85,19 +85,50 @@ def test_budget_drops_lowest_ranked_passages_first():
     assert plus_one.n_tokens > budget
 
 
-def test_budget_trims_oldest_history_only_after_all_passages():
+def long_history(n: int, words: int = 30) -> list[Turn]:
+    return [Turn(role="user" if i % 2 == 0 else "assistant", content=" ".join(f"t{i}x{j}" for j in range(words))) for i in range(n)]
+
+
+def summary_turn(words: int = 40) -> Turn:
+    return Turn(role="system", content=" ".join(f"s{j}" for j in range(words)))
+
+
+def test_budget_keeps_the_best_passage_and_trims_oldest_history_next():
     hits = make_hits(4, words=30)
-    history = [Turn(role="user" if i % 2 == 0 else "assistant", content=" ".join(f"t{i}x{j}" for j in range(30))) for i in range(6)]
-    q = Query(text="final question", history=history)
-    parts = prompt_parts(q, hits, PromptConfig(max_history_turns=6))
-    no_passages = fit_prompt(prompt_parts(q, [], PromptConfig(max_history_turns=6)), WordRenderer(), 100_000)
-    budget = no_passages.n_tokens - 40  # even without passages, about two turns too many
-    fitted = fit_prompt(parts, WordRenderer(), budget)
+    q = Query(text="final question", history=long_history(6))
+    cfg = PromptConfig(max_history_turns=6)
+    one_passage = fit_prompt(prompt_parts(q, hits[:1], cfg), WordRenderer(), 100_000)
+    budget = one_passage.n_tokens - 40  # even with one passage, about two turns too many
+    fitted = fit_prompt(prompt_parts(q, hits, cfg), WordRenderer(), budget)
     assert fitted.n_tokens <= budget
-    assert fitted.passages == [] and fitted.dropped_passages == ["c0", "c1", "c2", "c3"]
+    assert [p.chunk_id for p in fitted.passages] == ["c0"] and fitted.dropped_passages == ["c1", "c2", "c3"]
     assert 1 <= fitted.trimmed_history_turns <= 3
     assert "t0x0" not in fitted.text and "t5x0" in fitted.text  # oldest gone, newest kept
-    assert NO_PASSAGES_NOTE in fitted.text and "Question: final question" in fitted.text
+    assert "Question: final question" in fitted.text and not fitted.summary_truncated
+
+
+def test_summary_turn_outlives_verbatim_turns_and_is_cut_before_the_last_passage():
+    hits = make_hits(3, words=30)
+    q = Query(text="final question", history=[summary_turn(40), *long_history(4)])
+    cfg = PromptConfig(max_history_turns=6)
+    parts = prompt_parts(q, hits, cfg)
+    bare = fit_prompt(prompt_parts(Query(text="final question"), hits[:1], cfg), WordRenderer(), 100_000)
+    budget = bare.n_tokens + 20  # room for half the summary and no verbatim turn
+    fitted = fit_prompt(parts, WordRenderer(), budget)
+    assert fitted.n_tokens <= budget and [p.chunk_id for p in fitted.passages] == ["c0"]
+    assert fitted.summary_truncated and fitted.trimmed_history_turns == 4
+    assert "Summary: s0 s1" in fitted.text and "s39" not in fitted.text
+    assert not any(f"t{i}x0" in fitted.text for i in range(4))
+    # one token less than the passage needs with no history at all: only then does the last passage go
+    squeezed = fit_prompt(parts, WordRenderer(), bare.n_tokens - 1)
+    assert squeezed.passages == [] and squeezed.trimmed_history_turns == 5 and squeezed.summary_truncated
+    assert NO_PASSAGES_NOTE in squeezed.text and "s0" not in squeezed.text and not squeezed.question_truncated
+
+
+def test_config_caps_verbatim_turns_but_keeps_the_summary():
+    parts = prompt_parts(Query(text="q", history=[summary_turn(3), *long_history(5, words=1)]), [], PromptConfig(max_history_turns=2))
+    assert [t.content for t in parts.history] == ["s0 s1 s2", "t3x0", "t4x0"]
+    assert prompt_parts(Query(text="q", history=[summary_turn(3)]), [], PromptConfig(max_history_turns=0)).history == []
 
 
 def test_config_caps_history_turns():
