@@ -31,6 +31,7 @@ from pydantic import Field, field_validator
 from ragopt.config import StrictModel, knob
 from ragopt.errors import InputError
 from ragopt.pipeline import RequestState
+from ragopt.resources import Resources
 from ragopt.stages.generate_llama import GeneratorConfig, QueueTimeout, get_engine
 from ragopt.text import sentences
 from ragopt.types import Turn
@@ -196,10 +197,11 @@ class SummarizeHistory:
     writes = ("query",)
 
     def __init__(self, config: HistoryConfig | None = None, count_tokens: Callable[[str], int] | None = None,
-                 name: str = "history"):
+                 name: str = "history", resources: Resources | None = None):
         self.config = config or HistoryConfig()
         self.count = count_tokens or whitespace_tokens
         self.name = name
+        self.resources = resources if resources is not None else Resources()  # the LLM, in llm mode
         self.patterns = [redaction_pattern(r) for r in self.config.redact]
         if self.config.mode == "llm":
             from ragopt.gguf_meta import resolve_model
@@ -261,7 +263,7 @@ class SummarizeHistory:
             return f"Already noted:\n{known or '(nothing)'}\n\nConversation:\n{shown}\n\nSummary:"
 
         try:
-            engine = get_engine(cfg.llm)
+            engine = get_engine(cfg.llm, self.resources)
             n = min(cfg.llm_turns, len(turns))
             while n > 1 and prompt_tokens(engine, LLM_SYSTEM, prompt(n)) + max_tokens > engine.n_ctx:
                 n -= 1  # the newest older turns that fit the context

@@ -32,8 +32,15 @@ class MultiQueryRetrieve:
         self.rrf_k = rrf_k
         self.k = k
         self.name = name
+        self.retrieval = list(retrieval)
         inner = {w for s in retrieval for w in s.writes}
         self.writes = ("query", "hits") + (("query_vector",) if "query_vector" in inner else ())
+
+    def identity(self) -> dict[str, object]:
+        from ragopt.memo import stage_identity
+
+        return {"stage": "multi-query", "rewrite": self.config.model_dump(mode="json"), "rrf_k": self.rrf_k, "k": self.k,
+                "retrieval": [stage_identity(s) for s in self.retrieval]}
 
     def run(self, state: RequestState) -> RequestState:
         original = state.query

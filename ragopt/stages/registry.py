@@ -1,7 +1,7 @@
 """ragopt's own optional stages, registered with the plan (see ragopt.plan): each one module and one spec.
 
-Builders import their stage module lazily, so listing the kinds (`ragopt stages`, config validation) loads
-no model library.
+This module is imported the first time a plan looks up a stage kind, never by `ragopt --help`; builders
+import the heavier stage modules (models, indexes) only when a plan uses them.
 """
 
 from __future__ import annotations
@@ -12,6 +12,8 @@ from pydantic import Field, model_validator
 
 from ragopt.config import StrictModel, knob
 from ragopt.plan import BuildContext, StageSpec, register_stage
+from ragopt.stages.history import HistoryConfig
+from ragopt.stages.rewrite import RewriteConfig
 
 
 class PromptStageConfig(StrictModel):
@@ -76,5 +78,23 @@ def _build_generate(config: GenerateConfig, ctx: BuildContext) -> Any:
     return [llama.prompt_stage(), Step(llama, fallback=ExtractiveGenerator())]
 
 
+def _build_rewrite(config: Any, ctx: BuildContext) -> Any:
+    """The rewrite stage before retrieval, or (mode "multi") one stage retrieving for every variant."""
+    from ragopt.index import default_cache
+    from ragopt.stages.multi_query import with_rewrite
+    from ragopt.stages.rewrite import QueryRewrite
+
+    cache = ctx.resources.get(("cache", str(ctx.workspace)), lambda: default_cache(ctx.workspace))
+    return with_rewrite(QueryRewrite(config, cache=cache, resources=ctx.resources), ctx.retrieval)
+
+
+def _build_history(config: Any, ctx: BuildContext) -> Any:
+    from ragopt.stages.history import SummarizeHistory
+
+    return SummarizeHistory(config, resources=ctx.resources)
+
+
+register_stage(StageSpec("rewrite", RewriteConfig, _build_rewrite, slot="rewrite", replaces_retrieval=True))
+register_stage(StageSpec("history", HistoryConfig, _build_history, slot="history"))
 register_stage(StageSpec("prompt", PromptStageConfig, _build_prompt, slot="prompt"))
 register_stage(StageSpec("generate", GenerateConfig, _build_generate, slot="generate"))

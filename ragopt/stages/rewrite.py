@@ -39,6 +39,7 @@ from ragopt.cache import Cache, CacheKey
 from ragopt.config import StrictModel, fingerprint, knob
 from ragopt.errors import InputError
 from ragopt.pipeline import RequestState
+from ragopt.resources import Resources
 from ragopt.stages.generate_llama import GeneratorConfig, QueueTimeout, get_engine
 from ragopt.trace import Usage
 from ragopt.types import Query, Turn
@@ -221,9 +222,11 @@ class QueryRewrite:
     reads = ("query",)
     writes = ("query",)
 
-    def __init__(self, config: RewriteConfig | None = None, cache: Cache | None = None, name: str = "rewrite"):
+    def __init__(self, config: RewriteConfig | None = None, cache: Cache | None = None, name: str = "rewrite",
+                 resources: Resources | None = None):
         self.config = config or RewriteConfig()
         self.name = name
+        self.resources = resources if resources is not None else Resources()  # the LLM, in llm mode
         self.glossary = load_glossary(self.config.glossary)  # bad input fails here, before any request
         if self.config.mode == "llm":
             from ragopt.gguf_meta import resolve_model
@@ -322,7 +325,7 @@ class QueryRewrite:
             out, tokens_in, tokens_out, hit = cached, 0, 0, True
         else:
             try:
-                done = complete(get_engine(cfg.llm), LLM_SYSTEM, user, (query.tenant, tuple(query.scopes)),
+                done = complete(get_engine(cfg.llm, self.resources), LLM_SYSTEM, user, (query.tenant, tuple(query.scopes)),
                                 max_tokens=cfg.llm.max_tokens, timeout_s=timeout_s, choices=candidates)
             except InputError:
                 raise

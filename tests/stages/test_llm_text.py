@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from ragopt.resources import Resources
 from ragopt.stages.generate_llama import GeneratorConfig, get_engine
 from ragopt.stages.llm_text import complete, prompt_tokens
 
@@ -16,7 +17,8 @@ SYSTEM = "You answer in one word."
 
 @pytest.fixture
 def engine(tiny_gguf: Path):
-    return get_engine(GeneratorConfig(model=str(tiny_gguf), n_ctx=512, max_tokens=16))
+    with Resources() as resources:
+        yield get_engine(GeneratorConfig(model=str(tiny_gguf), n_ctx=512, max_tokens=16), resources)
 
 
 def test_output_is_bounded_and_counted(engine):

@@ -9,6 +9,7 @@ import pytest
 
 from ragopt.cache import Cache
 from ragopt.errors import InputError
+from ragopt.resources import Resources
 from ragopt.pipeline import Pipeline, RequestState
 from ragopt.stages.generate_llama import GeneratorConfig
 from ragopt.stages.multi_query import MultiQueryRetrieve, fuse, with_rewrite
@@ -168,7 +169,8 @@ def test_llm_mode_lets_the_model_pick_the_referent_among_names_and_caches_it(tin
     from ragopt.stages.generate_llama import get_engine
 
     config = RewriteConfig(mode="llm", llm=GeneratorConfig(model=str(tiny_gguf), n_ctx=1024, max_tokens=48))
-    stage = QueryRewrite(config, cache=Cache(None))
+    resources = Resources()
+    stage = QueryRewrite(config, cache=Cache(None), resources=resources)
     query = Query(text="How often does it run?", tenant="north", scopes=("ops",), history=JOB_HISTORY)
     first = Pipeline([stage]).run(query).state
     attrs = first.usage.attrs
@@ -177,7 +179,7 @@ def test_llm_mode_lets_the_model_pick_the_referent_among_names_and_caches_it(tin
     assert attrs["llm_referent"] in ("LAB_NA", "lab_chem_ingest", "ndw.lab_result_chem")
     assert first.query.text.startswith(f"How often does {attrs['llm_referent']} run?")
     assert first.usage.tokens_out > 0 and first.usage.tokens_in > 20 and first.usage.cache_misses == 1
-    assert get_engine(config.llm).owner == ("north", ("ops",))  # the live KV now holds this tenant's tokens, and says so
+    assert get_engine(config.llm, resources).owner == ("north", ("ops",))  # the live KV now holds this tenant's tokens, and says so
     again = Pipeline([stage]).run(query).state
     assert again.usage.cache_hits == 1 and again.usage.tokens_out == 0 and again.query.text == first.query.text
     other = Pipeline([stage]).run(query.model_copy(update={"tenant": "south"})).state
