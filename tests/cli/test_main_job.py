@@ -39,7 +39,7 @@ def test_the_main_job_selects_the_cheapest_passing_trial_and_writes_its_outputs(
     # what the README reports: small chunks and hybrid retrieval at a fraction of whole documents' tokens
     assert selected["params"]["chunker"] == "64/16" and selected["params"]["retriever"] == "hybrid"
     whole = trials["whole_hybrid-rrf_k5"]["costs"]["context_tokens"]
-    assert selected["costs"]["context_tokens"] < whole / 4
+    assert selected["costs"]["context_tokens"] < whole / 2
     assert {"citation_precision", "citation_recall", "string_presence", "rouge_l"} <= set(selected["metrics"])
     assert f"selected: {results['selected']}" in cold.stdout and results["selected"] in (out / "summary.md").read_text()
 
