@@ -7,6 +7,7 @@ from pathlib import Path
 from ragopt.config import ChunkerConfig, EmbedderConfig, RetrievalConfig, StoreConfig
 from ragopt.index import Index, build_index, make_embedder
 from ragopt.pipeline import Stage
+from ragopt.resources import Resources
 from ragopt.stages.embedding import Embedder, EmbedQuery
 from ragopt.stages.fusion import Fuse
 from ragopt.stages.keyword import KeywordSearch
@@ -42,12 +43,14 @@ def build_retrieval_stages(
     embedder_config: EmbedderConfig | None = None,
     store: StoreConfig | None = None,
     split: str = "test",
+    resources: Resources | None = None,
 ) -> list[Stage]:
-    """Load an evaluation set's corpus, build (or reuse) its index, and return its retrieval stages."""
+    """Load an evaluation set's corpus, build (or reuse) its index, and return its retrieval stages; the
+    model and index are held by `resources` (a private one when None)."""
     from ragopt.data import load_evalset
 
     evalset = load_evalset(dataset, split=split)
-    embedder = make_embedder(workspace, embedder_config)
+    embedder = make_embedder(workspace, embedder_config, resources)
     config = config or RetrievalConfig()
     report = build_index(
         evalset.documents, chunker or ChunkerConfig(), embedder, workspace, store_config=store, dense=config.retriever != "bm25"
