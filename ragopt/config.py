@@ -72,6 +72,7 @@ class EmbedderConfig(StrictModel):
     normalize: bool = True
     batch_size: int = Field(64, gt=0)
     threads: int | None = Field(None, description="torch threads; pin to 1 when measuring")
+    device: Literal["auto", "cpu", "cuda"] = Field("auto", description="auto = cuda when torch sees a GPU, else cpu")
 
 
 class BM25Config(StrictModel):

@@ -1,9 +1,14 @@
-"""Builds and opens indexes. An index is identified by (corpus, chunker, embedder) fingerprints.
+"""Builds and opens indexes. An index is identified by (format, corpus, chunker, embedder) fingerprints.
 
-Building one that exists is a no-op. A build writes into a temporary folder and publishes it with one
-atomic rename, so an interrupted build never leaves a half index that a later run would pick up; the
-embeddings it finished stay in the cache, so the re-run only embeds what is left. An index built for BM25
-alone holds no vectors; the first dense use embeds and publishes them, again atomically (`ensure_vectors`).
+Building one that exists is a no-op. A build writes into a scratch folder and publishes it with one atomic
+rename, so an interrupted build never leaves a half index that a later run would pick up; the embeddings it
+finished stay in the cache, so the re-run only embeds what is left. Scratch folders are named
+`.tmp-ID@HOST@PID` (`.vectors@HOST@PID` inside an index): a build removes those whose process on this host
+is dead, so a killed build leaves nothing behind for long. An index built for BM25 alone holds no vectors;
+the first dense use embeds and publishes them, again atomically (`ensure_vectors`).
+
+Vectors live in the numpy exact store in the index folder (ragopt/backends/exact_store.py), or on a Qdrant
+server when `StoreConfig.url` is set; the manifest records which.
 """
 
 from __future__ import annotations
@@ -11,6 +16,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import socket
 import time
 from dataclasses import dataclass
 from functools import cached_property
@@ -18,18 +24,27 @@ from pathlib import Path
 from typing import Sequence
 
 import numpy as np
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
+from ragopt.backends.exact_store import ENGINE as EXACT_ENGINE
+from ragopt.backends.exact_store import ExactStore, save_npy
+from ragopt.backends.permission_mask import OwnerMasks
+from ragopt.backends.qdrant_store import ENGINE as QDRANT_ENGINE
+from ragopt.backends.qdrant_store import QdrantStore
 from ragopt.cache import Cache
 from ragopt.config import BM25Config, ChunkerConfig, EmbedderConfig, StoreConfig, fingerprint
 from ragopt.errors import InputError, TenantRequired
+from ragopt.resources import Resources
 from ragopt.stages.chunking import Chunker
 from ragopt.stages.embedding import Embedder
 from ragopt.stages.keyword import BM25Index
-from ragopt.stages.vector import QdrantStore
+from ragopt.stages.vector import VectorStore
 from ragopt.tokencount import TokenCounter
-from ragopt.types import Chunk, Document, Hit, Query, visible_to
+from ragopt.types import Chunk, Document, Hit, Query
 
+# Part of every index id. 2: vectors in the numpy exact store (1 kept them in qdrant-client's local mode,
+# which this version no longer reads: such indexes are simply not found, and are rebuilt).
+INDEX_FORMAT = 2
 COLLECTION = "chunks"
 
 
@@ -52,7 +67,8 @@ class Manifest(BaseModel):
     has_scopes: bool
     build_s: float
     collection: str
-    store_url: str | None = None  # the Qdrant server holding the vectors; None = local mode in this folder
+    store: str  # the vector engine: "numpy-exact" (in this folder) or "qdrant" (the server at store_url)
+    store_url: str | None = None
 
 
 @dataclass
@@ -64,12 +80,63 @@ class BuildReport:
     seconds: float
 
 
+# -- scratch folders -------------------------------------------------------------------------------------
+def scratch_name(prefix: str) -> str:
+    """A scratch folder's name that says which process of which host owns it."""
+    return f"{prefix}@{socket.gethostname()}@{os.getpid()}"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's live process
+        return True
+    try:  # a killed child its parent has not reaped yet is a zombie: dead for our purpose
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return True
+
+
+def remove_stale_scratch(folder: Path, prefix: str) -> list[Path]:
+    """Delete `prefix...@HOST@PID` entries in `folder` whose process on this host is dead (a killed build);
+    live builds and other hosts' folders (a shared workspace) are left alone. Returns what was removed."""
+    host, removed = socket.gethostname(), []
+    for p in folder.glob(f"{prefix}*@*@*") if folder.is_dir() else []:
+        _, owner_host, pid = p.name.rsplit("@", 2)
+        if owner_host == host and pid.isdigit() and int(pid) != os.getpid() and not _alive(int(pid)):
+            shutil.rmtree(p, ignore_errors=True) if p.is_dir() else p.unlink(missing_ok=True)
+            removed.append(p)
+    return removed
+
+
+def _write_manifest(folder: Path, manifest: Manifest) -> None:
+    tmp = folder / scratch_name(".manifest")
+    tmp.write_text(manifest.model_dump_json(indent=2), encoding="utf-8")
+    os.replace(tmp, folder / "manifest.json")
+
+
+def _make_store(folder: Path, collection: str, store_config: StoreConfig, resources: Resources) -> VectorStore:
+    if store_config.url:
+        return QdrantStore(collection, store_config, resources)
+    return ExactStore(folder / "vectors")
+
+
 class Index:
-    def __init__(self, path: Path, manifest: Manifest, store_config: StoreConfig | None = None):
+    def __init__(
+        self, path: Path, manifest: Manifest, store_config: StoreConfig | None = None, resources: Resources | None = None
+    ):
         self.path = path
         self.manifest = manifest
-        self.store = QdrantStore(manifest.collection, str(path / "qdrant"), store_config)
+        self.store_config = store_config or StoreConfig()
+        self._own_resources = resources is None
+        self.resources = resources if resources is not None else Resources()
         self._keyword: dict[str, BM25Index] = {}
+
+    @cached_property
+    def store(self) -> VectorStore:
+        return _make_store(self.path, self.manifest.collection, self.store_config, self.resources)
 
     @cached_property
     def chunks(self) -> list[Chunk]:
@@ -77,10 +144,8 @@ class Index:
             return [Chunk.model_validate_json(line) for line in f]
 
     @cached_property
-    def _owners(self) -> tuple[np.ndarray, list[tuple[str | None, tuple[str, ...]]]]:
-        owners = sorted({(c.tenant, c.scopes) for c in self.chunks}, key=repr)
-        position = {o: i for i, o in enumerate(owners)}
-        return np.array([position[(c.tenant, c.scopes)] for c in self.chunks]), owners
+    def _masks(self) -> OwnerMasks:
+        return OwnerMasks([(c.tenant, c.scopes) for c in self.chunks])
 
     def permission_query(self, query: Query) -> Query | None:
         """The query to filter by, or None when the index holds no tenant or scope restrictions."""
@@ -91,13 +156,10 @@ class Index:
         return query
 
     def allowed_mask(self, query: Query) -> np.ndarray | None:
-        """A bool mask over chunks the query may see, or None when nothing is restricted."""
+        """A read-only bool mask over chunks the query may see (kept per tenant and scopes), or None when
+        nothing is restricted."""
         flt = self.permission_query(query)
-        if flt is None:
-            return None
-        owner_of_chunk, owners = self._owners
-        ok = np.array([visible_to(tenant, scopes, flt) for tenant, scopes in owners])
-        return ok[owner_of_chunk]
+        return None if flt is None else self._masks(flt)
 
     def keyword(self, config: BM25Config) -> BM25Index:
         key = config.fingerprint()
@@ -107,27 +169,26 @@ class Index:
 
     def ensure_vectors(self, embedder: Embedder, *, progress: bool = True) -> tuple[int, int]:
         """Embed and publish this index's vectors if it has none yet; returns (texts embedded, cache hits).
-        Local vectors are built beside the index and renamed into place, then the manifest is replaced."""
+        Local vectors are built in a scratch folder and renamed into place, then the manifest is replaced."""
         if self.manifest.dim is not None:
             return 0, 0
         t0 = time.perf_counter()
-        staging = self.path / f".vectors-{os.getpid()}"
-        shutil.rmtree(staging, ignore_errors=True)
+        remove_stale_scratch(self.path, ".vectors")
+        remove_stale_scratch(self.path, ".manifest")
+        staging = self.path / scratch_name(".vectors")
         staging.mkdir()
         try:
             dim, embedded, hits = _write_vectors(
-                self.chunks, embedder, staging, self.manifest.collection, self.store.config, progress
+                self.chunks, embedder, staging, self.manifest.collection, self.store_config, self.resources, progress
             )
-            if (staging / "qdrant").exists():
+            if (staging / "vectors").exists():
                 self.store.close()
-                shutil.rmtree(self.path / "qdrant", ignore_errors=True)  # left by a run that died mid-publish
-                os.rename(staging / "qdrant", self.path / "qdrant")
+                shutil.rmtree(self.path / "vectors", ignore_errors=True)  # left by a run that died mid-publish
+                os.rename(staging / "vectors", self.path / "vectors")
         finally:
             shutil.rmtree(staging, ignore_errors=True)
         self.manifest = self.manifest.model_copy(update={"dim": dim, "build_s": self.manifest.build_s + time.perf_counter() - t0})
-        tmp = self.path / f"manifest.json.{os.getpid()}"
-        tmp.write_text(self.manifest.model_dump_json(indent=2), encoding="utf-8")
-        os.replace(tmp, self.path / "manifest.json")
+        _write_manifest(self.path, self.manifest)
         return embedded, hits
 
     def hits(self, found: Sequence[tuple[int, float]], retriever: str) -> list[Hit]:
@@ -144,27 +205,29 @@ class Index:
         if path.exists():
             return np.load(path)
         counts = np.array([counter.count(c.text) for c in self.chunks], dtype=np.int32)
-        tmp = path.with_suffix(".tmp.npy")
-        np.save(tmp, counts)
-        os.replace(tmp, path)
+        save_npy(path, counts)
         return counts
 
     def size_bytes(self) -> int:
         return sum(p.stat().st_size for p in self.path.rglob("*") if p.is_file())
 
+    def close(self) -> None:
+        if "store" in self.__dict__:
+            self.store.close()
+        if self._own_resources:
+            self.resources.close()
+
 
 def index_id(corpus_fp: str, chunker: Chunker, embedder: Embedder) -> str:
     return fingerprint(
         {
+            "format": INDEX_FORMAT,
             "corpus": corpus_fp,
             "chunker": chunker.fingerprint,
             "embedder": embedder.fingerprint,
             "normalize": embedder.config.normalize,
         }
     )
-
-
-_open: dict[str, Index] = {}
 
 
 def build_index(
@@ -176,31 +239,38 @@ def build_index(
     store_config: StoreConfig | None = None,
     progress: bool = True,
     dense: bool = True,
+    resources: Resources | None = None,
 ) -> BuildReport:
-    """Build (or reuse) the index; `dense=False` skips embedding when only BM25 will search it."""
+    """Build (or reuse) the index; `dense=False` skips embedding when only BM25 will search it. The index is
+    held by `resources` (default: the embedder's), so building it again in this process returns the same
+    object, with its BM25 matrices and store already open."""
     t0 = time.perf_counter()
     workspace = Path(workspace)
+    resources = resources if resources is not None else embedder.resources
+    store_config = store_config or StoreConfig()
     if not docs:
         raise InputError("the corpus is empty: nothing to index")
     chunker = Chunker(chunker_config, embedder.config)
     corpus_fp = corpus_fingerprint(docs)
     iid = index_id(corpus_fp, chunker, embedder)
-    final = workspace / "indexes" / iid
+    root = workspace / "indexes"
+    final = root / iid
+    remove_stale_scratch(root, ".tmp-")
     if (final / "manifest.json").exists():
-        index = open_index(final, store_config)
+        index = open_index(final, store_config, resources)
         embedded, hits = index.ensure_vectors(embedder, progress=progress) if dense else (0, 0)
         return BuildReport(index, embedded + hits == 0, embedded, hits, time.perf_counter() - t0)
 
     chunks = chunker.chunk_all(docs)
-    tmp = final.parent / f".tmp-{iid}-{os.getpid()}"
-    shutil.rmtree(tmp, ignore_errors=True)
+    tmp = root / scratch_name(f".tmp-{iid}")
     tmp.mkdir(parents=True)
     try:
         with open(tmp / "chunks.jsonl", "w", encoding="utf-8") as f:
-            for c in chunks:
-                f.write(c.model_dump_json() + "\n")
+            f.writelines(c.model_dump_json() + "\n" for c in chunks)
         collection = collection_name(iid, store_config)
-        dim, embedded, hits = _write_vectors(chunks, embedder, tmp, collection, store_config, progress) if dense else (None, 0, 0)
+        dim, embedded, hits = (
+            _write_vectors(chunks, embedder, tmp, collection, store_config, resources, progress) if dense else (None, 0, 0)
+        )
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
@@ -219,14 +289,15 @@ def build_index(
         has_scopes=any(c.scopes for c in chunks),
         build_s=time.perf_counter() - t0,
         collection=collection,
-        store_url=store_config.url if store_config else None,
+        store=QDRANT_ENGINE if store_config.url else EXACT_ENGINE,
+        store_url=store_config.url,
     )
-    (tmp / "manifest.json").write_text(manifest.model_dump_json(indent=2), encoding="utf-8")
+    _write_manifest(tmp, manifest)
     try:
         os.rename(tmp, final)  # the publish step: atomic on one file system
     except OSError:  # another process published the same index first; theirs is identical
         shutil.rmtree(tmp, ignore_errors=True)
-    index = open_index(final, store_config)
+    index = open_index(final, store_config, resources)
     return BuildReport(index, False, embedded, hits, time.perf_counter() - t0)
 
 
@@ -239,51 +310,64 @@ def _write_vectors(
     embedder: Embedder,
     folder: Path,
     collection: str,
-    store_config: StoreConfig | None,
+    store_config: StoreConfig,
+    resources: Resources,
     progress: bool,
 ) -> tuple[int, int, int]:
-    """Embed the chunks (cached) and store them: local mode in `folder/qdrant`, a server in a collection of
-    its own published by pointing the `collection` alias at it. Returns (dim, texts embedded, cache hits)."""
+    """Embed the chunks (cached) and store them in bulk: the exact store in `folder/vectors`, or a server
+    collection of its own published by pointing the `collection` alias at it. Returns (dim, texts embedded,
+    cache hits)."""
     encoded = embedder.encode([c.indexed_text for c in chunks], [(c.tenant, c.scopes) for c in chunks], progress=progress)
-    server = bool(store_config and store_config.url)
-    build_name = f"{collection}_build{os.getpid()}" if server else collection
-    store = QdrantStore(build_name, str(folder / "qdrant"), store_config)
-    try:
-        store.create(encoded.vectors.shape[1])
+    dim = int(encoded.vectors.shape[1])
+    if not store_config.url:
+        store = ExactStore(folder / "vectors")
+        store.create(dim)
         store.upsert(chunks, encoded.vectors)
-        if server:
-            store.publish(collection)
+        store.close()
+        return dim, encoded.misses, encoded.hits
+    server = QdrantStore(f"{collection}_build{os.getpid()}", store_config, resources)
+    try:
+        server.create(dim)
+        server.upsert(chunks, encoded.vectors)
+        server.publish(collection)
     except BaseException:
-        if server:
-            store.client.delete_collection(build_name)
+        server.drop()
         raise
-    finally:
-        if not server:
-            store.close()  # release the folder: it is about to be renamed or deleted
-    return int(encoded.vectors.shape[1]), encoded.misses, encoded.hits
+    return dim, encoded.misses, encoded.hits
 
 
 def _store_name(url: str | None) -> str:
-    return f"the Qdrant server {url}" if url else "local mode"
+    return f"the Qdrant server {url}" if url else "this workspace"
 
 
-def open_index(path: Path, store_config: StoreConfig | None = None) -> Index:
-    manifest = Manifest.model_validate(json.loads((path / "manifest.json").read_text(encoding="utf-8")))
-    wanted = store_config.url if store_config else None
-    if manifest.store_url != wanted:
+def _read_manifest(path: Path) -> Manifest:
+    try:
+        return Manifest.model_validate(json.loads((path / "manifest.json").read_text(encoding="utf-8")))
+    except FileNotFoundError:
+        raise InputError("no index here (manifest.json is missing)", path=path) from None
+    except (ValueError, ValidationError):
+        raise InputError("this index was written by another ragopt version: build it again", path=path / "manifest.json") from None
+
+
+def open_index(path: Path, store_config: StoreConfig | None = None, resources: Resources | None = None) -> Index:
+    """The published index at `path`. With `resources`, one Index per folder and store is kept there (the
+    same corpus in another workspace is another index); without, a new Index that owns its resources."""
+    manifest = _read_manifest(path)
+    store_config = store_config or StoreConfig()
+    if manifest.store_url != store_config.url:
         raise InputError(
-            f"this index keeps its vectors in {_store_name(manifest.store_url)}, not in {_store_name(wanted)}: "
+            f"this index keeps its vectors in {_store_name(manifest.store_url)}, not in {_store_name(store_config.url)}: "
             "use another --workspace for the other store", path=path,
         )
-    key = os.path.abspath(path)  # one Index per folder: the same corpus in another workspace is another index
-    if key not in _open:
-        _open[key] = Index(path, manifest, store_config)
-    return _open[key]
+    if resources is None:
+        return Index(path, manifest, store_config)
+    key = ("index", os.path.abspath(path), store_config.url)
+    return resources.get(key, lambda: Index(path, manifest, store_config, resources))
 
 
 def default_cache(workspace: str | Path) -> Cache:
     return Cache(Path(workspace) / "cache")
 
 
-def make_embedder(workspace: str | Path, config: EmbedderConfig | None = None) -> Embedder:
-    return Embedder(config or EmbedderConfig(), default_cache(workspace))
+def make_embedder(workspace: str | Path, config: EmbedderConfig | None = None, resources: Resources | None = None) -> Embedder:
+    return Embedder(config or EmbedderConfig(), default_cache(workspace), resources)

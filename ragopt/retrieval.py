@@ -10,6 +10,7 @@ from ragopt.config import ChunkerConfig, EmbedderConfig, RetrievalConfig, StoreC
 from ragopt.index import Index, build_index, make_embedder
 from ragopt.pipeline import Pipeline, Stage
 from ragopt.plan import BuildContext, PlanConfig, build_steps
+from ragopt.resources import Resources
 from ragopt.types import Document
 from ragopt.stages.embedding import Embedder, EmbedQuery
 from ragopt.stages.fusion import Fuse
@@ -46,10 +47,8 @@ def pipeline_for(plan: PlanConfig, index: Index, embedder: Embedder, workspace: 
                  memo: Any = None, cache_queries: bool = False) -> Pipeline:
     """The one way a plan becomes a pipeline (eval, sweep, ask and the LangChain adapter all come here):
     the plan's retrieval stages over `index`, then its optional stages in slot order."""
-    from ragopt.resources import Resources
-
     retrieval = retrieval_stages(index, embedder, plan.retrieval, cache_queries=cache_queries)
-    ctx = BuildContext(index=index, embedder=embedder, resources=resources or Resources(workspace),
+    ctx = BuildContext(index=index, embedder=embedder, resources=resources if resources is not None else embedder.resources,
                        workspace=Path(workspace), plan=plan)
     return Pipeline(build_steps(plan, ctx, retrieval), memo=memo)
 
@@ -57,8 +56,8 @@ def pipeline_for(plan: PlanConfig, index: Index, embedder: Embedder, workspace: 
 def open_plan(plan: PlanConfig, documents: Sequence[Document], workspace: Path, *, store: StoreConfig | None = None,
               resources: Any = None, progress: bool = True, cache_queries: bool = False) -> tuple[Pipeline, Any]:
     """Build (or reuse) the plan's index over `documents` and return (pipeline, build report)."""
-    embedder = make_embedder(workspace, plan.embedder)
-    report = build_index(documents, plan.chunker, embedder, workspace, store_config=store, progress=progress,
+    embedder = make_embedder(workspace, plan.embedder, resources)
+    report = build_index(documents, plan.chunker, embedder, workspace, store_config=store, progress=progress, resources=resources,
                          dense=plan.retrieval.retriever in ("dense", "hybrid"))
     return pipeline_for(plan, report.index, embedder, workspace, resources=resources, cache_queries=cache_queries), report
 
@@ -71,12 +70,14 @@ def build_retrieval_stages(
     embedder_config: EmbedderConfig | None = None,
     store: StoreConfig | None = None,
     split: str = "test",
+    resources: Resources | None = None,
 ) -> list[Stage]:
-    """Load an evaluation set's corpus, build (or reuse) its index, and return its retrieval stages."""
+    """Load an evaluation set's corpus, build (or reuse) its index, and return its retrieval stages; the
+    model and index are held by `resources` (a private one when None)."""
     from ragopt.data import load_evalset
 
     evalset = load_evalset(dataset, split=split)
-    embedder = make_embedder(workspace, embedder_config)
+    embedder = make_embedder(workspace, embedder_config, resources)
     config = config or RetrievalConfig()
     report = build_index(
         evalset.documents, chunker or ChunkerConfig(), embedder, workspace, store_config=store, dense=config.retriever != "bm25"

@@ -49,16 +49,11 @@ def tiny_beir(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def workspace(tmp_path: Path) -> Iterator[Path]:
-    """A fresh ragopt workspace; local Qdrant clients opened under it are closed afterwards (one client
-    per folder is allowed, and a later test must be able to open the same kind of folder again)."""
+def workspace(tmp_path: Path) -> Path:
+    """A fresh, empty ragopt workspace."""
     ws = tmp_path / "ws"
     ws.mkdir()
-    yield ws
-    from ragopt.stages import vector
-
-    for key in [k for k in vector._clients if k.startswith(str(tmp_path))]:
-        vector._clients.pop(key).close()
+    return ws
 
 
 @pytest.fixture(scope="session")

@@ -1,19 +1,29 @@
-"""Indexes: a rebuild is a no-op, an interrupted build publishes nothing and its re-run reuses the cached
-embeddings, point ids are deterministic, and each workspace holds its own index."""
+"""Indexes: a rebuild is a no-op, an interrupted build (an exception, or SIGKILL of the building process)
+publishes nothing and its re-run gives the same index as an uninterrupted build, stale scratch folders of
+dead builds are removed, each workspace holds its own index, and an index of another format is refused."""
 
 from __future__ import annotations
 
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
-from ragopt.config import ChunkerConfig
+from ragopt.backends.exact_store import ExactStore
+from ragopt.config import ChunkerConfig, EmbedderConfig
 from ragopt.data.beir import load_beir
 from ragopt.errors import InputError
-from ragopt.index import build_index, make_embedder, open_index
-from ragopt.stages.vector import QdrantStore
+from ragopt.index import build_index, make_embedder, open_index, remove_stale_scratch, scratch_name
 from ragopt.types import Document
+
+REPO = Path(__file__).resolve().parents[1]
 
 
 def published(workspace: Path) -> list[Path]:
@@ -24,19 +34,20 @@ def published(workspace: Path) -> list[Path]:
 def test_building_the_same_index_twice_is_a_no_op(tiny_beir: Path, workspace: Path) -> None:
     docs = load_beir(tiny_beir).documents
     cfg = ChunkerConfig(mode="tokens", size=16, overlap=4)
-    cold = build_index(docs, cfg, make_embedder(workspace), workspace, progress=False)
+    embedder = make_embedder(workspace)
+    cold = build_index(docs, cfg, embedder, workspace, progress=False)
     assert not cold.reused and cold.embedded == cold.index.manifest.n_chunks > len(docs)
     assert cold.index.store.count() == cold.index.manifest.n_chunks
 
-    warm = build_index(docs, cfg, make_embedder(workspace), workspace, progress=False)
+    warm = build_index(docs, cfg, make_embedder(workspace), workspace, progress=False)  # as a new process would
     assert warm.reused and warm.embedded == 0 and warm.index.path == cold.index.path
     assert published(workspace) == [cold.index.path]
     assert warm.seconds < 0.1 * cold.seconds + 0.05
 
-    other = build_index(docs, ChunkerConfig(mode="whole"), make_embedder(workspace), workspace, progress=False)
+    other = build_index(docs, ChunkerConfig(mode="whole"), embedder, workspace, progress=False)
     assert not other.reused and other.index.path != cold.index.path and len(published(workspace)) == 2
     changed = [Document(id=d.id, text=d.text + (" Edited." if d.id == "d1" else ""), title=d.title) for d in docs]
-    rebuilt = build_index(changed, ChunkerConfig(mode="whole"), make_embedder(workspace), workspace, progress=False)
+    rebuilt = build_index(changed, ChunkerConfig(mode="whole"), embedder, workspace, progress=False)
     assert not rebuilt.reused and rebuilt.embedded == 1 and rebuilt.cache_hits == len(docs) - 1  # one new text
 
 
@@ -44,15 +55,13 @@ def test_each_workspace_gets_its_own_index(tiny_beir: Path, tmp_path: Path) -> N
     """The same corpus built in a second workspace must live there, not be served from the first one."""
     docs = load_beir(tiny_beir).documents
     ws1, ws2 = tmp_path / "ws1", tmp_path / "ws2"
-    first = build_index(docs, ChunkerConfig(mode="whole"), make_embedder(ws1), ws1, progress=False)
-    second = build_index(docs, ChunkerConfig(mode="whole"), make_embedder(ws2), ws2, progress=False)
-    try:
-        assert second.index.path == ws2 / "indexes" / first.index.manifest.id
-        assert (ws2 / "indexes" / first.index.manifest.id / "manifest.json").exists()
-        assert not second.reused and second.embedded == len(docs)  # ws2 has its own, empty cache
-    finally:
-        first.index.store.close()
-        second.index.store.close()
+    embedder1 = make_embedder(ws1)
+    first = build_index(docs, ChunkerConfig(mode="whole"), embedder1, ws1, progress=False)
+    second = build_index(docs, ChunkerConfig(mode="whole"), make_embedder(ws2, resources=embedder1.resources), ws2, progress=False)
+    assert second.index is not first.index
+    assert second.index.path == ws2 / "indexes" / first.index.manifest.id
+    assert (ws2 / "indexes" / first.index.manifest.id / "manifest.json").exists()
+    assert not second.reused and second.embedded == len(docs)  # ws2 has its own, empty cache
 
 
 def test_an_interrupted_build_publishes_nothing_and_the_rerun_reuses_embeddings(
@@ -60,19 +69,16 @@ def test_an_interrupted_build_publishes_nothing_and_the_rerun_reuses_embeddings(
 ) -> None:
     docs = load_beir(tiny_beir).documents
     cfg = ChunkerConfig(mode="tokens", size=12, overlap=0)
-    real_upsert = QdrantStore.upsert
 
-    def crash_after_five(self: QdrantStore, chunks: Any, vectors: Any, first_index: int = 0, batch: int = 512) -> None:
-        real_upsert(self, chunks[:5], vectors[:5], first_index, batch)  # a fault on purpose: dies mid-upsert
-        raise OSError("disk full")
+    def disk_full(self: ExactStore, chunks: Any, vectors: Any, first_index: int = 0) -> None:
+        raise OSError("disk full")  # a fault on purpose: the vectors cannot be written
 
-    monkeypatch.setattr(QdrantStore, "upsert", crash_after_five)
-    with pytest.raises(OSError, match="disk full"):
-        build_index(docs, cfg, make_embedder(workspace), workspace, progress=False)
-    assert published(workspace) == []  # no half index for a later run to pick up
-    assert list((workspace / "indexes").iterdir()) == []  # and no temporary folder left behind
+    with monkeypatch.context() as patch:
+        patch.setattr(ExactStore, "upsert", disk_full)
+        with pytest.raises(OSError, match="disk full"):
+            build_index(docs, cfg, make_embedder(workspace), workspace, progress=False)
+    assert list((workspace / "indexes").iterdir()) == []  # no half index, and no scratch folder left behind
 
-    monkeypatch.setattr(QdrantStore, "upsert", real_upsert)
     rerun = build_index(docs, cfg, make_embedder(workspace), workspace, progress=False)
     n = rerun.index.manifest.n_chunks
     assert not rerun.reused and rerun.embedded == 0 and rerun.cache_hits == n  # embeddings survived the crash
@@ -82,18 +88,120 @@ def test_an_interrupted_build_publishes_nothing_and_the_rerun_reuses_embeddings(
     assert rerun.index.chunks[found[0][0]].doc_id == "d3"
 
 
-def test_reopening_a_published_index_and_deterministic_point_ids(tiny_beir: Path, workspace: Path) -> None:
+# Builds an index with a small block so that the cache is written several times, and stalls for good after
+# the first write (a fault on purpose) once it has told the test so through the marker file.
+KILLED_BUILD = """
+import os, sys, time
+from pathlib import Path
+import torch
+torch.set_num_threads(1)
+from ragopt.cache import Cache
+from ragopt.config import ChunkerConfig, EmbedderConfig
+from ragopt.data.beir import load_beir
+from ragopt.index import build_index, make_embedder
+
+beir, ws, marker = map(Path, sys.argv[1:4])
+real_set_many = Cache.set_many
+
+def set_many_then_stall(self, items):
+    real_set_many(self, items)
+    marker.write_text(str(os.getpid()))
+    time.sleep(600)
+
+Cache.set_many = set_many_then_stall
+embedder = make_embedder(ws, EmbedderConfig(batch_size=4))
+embedder.save_every = 8
+build_index(load_beir(beir).documents, ChunkerConfig(mode="tokens", size=12, overlap=0), embedder, ws, progress=False)
+"""
+
+
+def index_files(path: Path) -> dict[str, Any]:
+    manifest = json.loads((path / "manifest.json").read_text())
+    manifest.pop("build_s")
+    vectors = path / "vectors"
+    return {
+        "manifest": manifest,
+        "chunks": (path / "chunks.jsonl").read_bytes(),
+        "positions": np.load(vectors / "positions.npy").tolist(),
+        "owners": json.loads((vectors / "owners.json").read_text()),
+        "vectors": np.load(vectors / "vectors.npy"),
+        "files": sorted(p.name for p in path.rglob("*")),
+    }
+
+
+@pytest.mark.slow  # a second Python process that imports torch: 10-30 s on 2 busy cores
+def test_a_build_killed_mid_way_leaves_nothing_and_the_rerun_builds_the_same_index(tiny_beir: Path, tmp_path: Path) -> None:
     docs = load_beir(tiny_beir).documents
-    report = build_index(docs, ChunkerConfig(mode="whole"), make_embedder(workspace), workspace, progress=False)
+    cfg = ChunkerConfig(mode="tokens", size=12, overlap=0)
+    ws, marker = tmp_path / "ws", tmp_path / "first-block-saved"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
+    proc = subprocess.Popen([sys.executable, "-c", KILLED_BUILD, str(tiny_beir), str(ws), str(marker)], env=env, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 300
+        while not marker.exists():
+            assert proc.poll() is None, f"the build exited before it was killed: {proc.stderr.read().decode()[-2000:]}"  # type: ignore[union-attr]
+            assert time.monotonic() < deadline, "the build never saved its first block"
+            time.sleep(0.05)
+    finally:
+        proc.kill()  # SIGKILL: no handler, no cleanup of its own
+        proc.wait()
+        proc.stderr.close()  # type: ignore[union-attr]
+    assert proc.returncode == -signal.SIGKILL
+    left = list((ws / "indexes").iterdir())
+    assert len(left) == 1 and left[0].name.startswith(".tmp-")  # killed mid-build: only its scratch folder
+
+    embedder = make_embedder(ws, EmbedderConfig(batch_size=4))
+    rerun = build_index(docs, cfg, embedder, ws, progress=False)
+    n = rerun.index.manifest.n_chunks
+    assert n > 8 and (rerun.embedded, rerun.cache_hits) == (n - 8, 8)  # the killed run's first block was kept
+    assert [p.name for p in (ws / "indexes").iterdir()] == [rerun.index.manifest.id]  # the stale scratch is gone
+
+    reference = build_index(docs, cfg, make_embedder(tmp_path / "ref", EmbedderConfig(batch_size=4)), tmp_path / "ref", progress=False)
+    got, want = index_files(rerun.index.path), index_files(reference.index.path)
+    assert np.allclose(got.pop("vectors"), want.pop("vectors"), atol=1e-6)
+    assert got == want
+
+
+def test_stale_scratch_of_dead_processes_is_removed_and_live_or_foreign_is_kept(tmp_path: Path) -> None:
+    done = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True, check=True)
+    dead_pid = int(done.stdout)  # a process that has exited (pids are not reused this quickly)
+    mine = scratch_name(".tmp-abc")
+    host = mine.split("@")[1]
+    names = [f".tmp-abc@{host}@{dead_pid}", mine, f".tmp-abc@{host}@{os.getppid()}", f".tmp-abc@another-host@{dead_pid}", "abc"]
+    for name in names:
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "chunks.jsonl").write_text("x")
+    removed = remove_stale_scratch(tmp_path, ".tmp-")
+    assert [p.name for p in removed] == [names[0]]
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(names[1:])
+
+
+def test_reopening_a_published_index_and_idempotent_upserts(tiny_beir: Path, workspace: Path) -> None:
+    docs = load_beir(tiny_beir).documents
+    embedder = make_embedder(workspace)
+    report = build_index(docs, ChunkerConfig(mode="whole"), embedder, workspace, progress=False)
     index = report.index
+    assert build_index(docs, ChunkerConfig(mode="whole"), embedder, workspace, progress=False).index is index  # one per Resources
     again = open_index(index.path)
-    assert again.manifest == index.manifest and [c.id for c in again.chunks] == [c.id for c in index.chunks]
+    assert again is not index and again.manifest == index.manifest and [c.id for c in again.chunks] == [c.id for c in index.chunks]
     n = index.store.count()
-    vectors = make_embedder(workspace).encode([c.indexed_text for c in index.chunks[:3]]).vectors
-    index.store.upsert(index.chunks[:3], vectors)  # the same chunks again: same point ids, nothing added
+    vectors = embedder.encode([c.indexed_text for c in index.chunks[:3]]).vectors
+    index.store.upsert(index.chunks[:3], vectors)  # the same chunks again: nothing added
     assert index.store.count() == n == len(docs)
     m = index.manifest
-    assert (m.n_documents, m.n_chunks, m.dim, m.has_tenants, m.has_scopes) == (len(docs), len(docs), 384, False, False)
+    assert (m.n_documents, m.n_chunks, m.dim, m.has_tenants, m.has_scopes, m.store) == (len(docs), len(docs), 384, False, False, "numpy-exact")
+
+
+def test_an_index_of_the_previous_format_is_refused_not_misread(tiny_beir: Path, workspace: Path) -> None:
+    docs = load_beir(tiny_beir).documents
+    report = build_index(docs, ChunkerConfig(mode="whole"), make_embedder(workspace), workspace, progress=False)
+    old = workspace / "old"
+    old.mkdir()
+    manifest = json.loads((report.index.path / "manifest.json").read_text())
+    del manifest["store"]  # format 1 kept its vectors in qdrant-client local mode and did not say so
+    (old / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(InputError, match="another ragopt version"):
+        open_index(old)
 
 
 def test_an_empty_corpus_is_an_input_error(workspace: Path) -> None:
@@ -110,7 +218,7 @@ def test_a_bm25_only_index_embeds_nothing_until_a_dense_search_needs_vectors(tin
     embedder = make_embedder(workspace)
     lexical = build_index(docs, ChunkerConfig(mode="whole"), embedder, workspace, progress=False, dense=False)
     index = lexical.index
-    assert lexical.embedded == 0 and index.manifest.dim is None and not (index.path / "qdrant").exists()
+    assert lexical.embedded == 0 and index.manifest.dim is None and not (index.path / "vectors").exists()
     hits = Pipeline(retrieval_stages(index, embedder, RetrievalConfig(retriever="bm25", top_k=3))).run("bee hive eggs").hits
     assert hits[0].chunk.doc_id == "d3"
     assert "model" not in embedder.__dict__  # the embedding model was never loaded

@@ -5,14 +5,16 @@ name and published by an alias, permission filters inside Qdrant, a rebuild that
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Iterator
 
 import pytest
 
+from ragopt.backends.qdrant_store import QdrantStore
 from ragopt.config import ChunkerConfig, RetrievalConfig, StoreConfig
 from ragopt.index import build_index, make_embedder
 from ragopt.pipeline import Pipeline
+from ragopt.resources import Resources
 from ragopt.retrieval import retrieval_stages
-from ragopt.stages import vector
 from ragopt.types import Document, Query
 
 DOCS = [
@@ -22,19 +24,22 @@ DOCS = [
 ]
 
 
+SERVER = StoreConfig(url=":memory:")
+
+
 @pytest.fixture
-def server() -> StoreConfig:
-    config = StoreConfig(url=":memory:")
-    yield config
-    client = vector._clients.pop(":memory:", None)
-    if client is not None:
-        client.close()
+def resources() -> Iterator[Resources]:
+    """Holds the one ":memory:" client that stands in for the server during a test."""
+    with Resources() as held:
+        yield held
 
 
-def test_server_build_publishes_an_alias_and_filters_by_tenant(server: StoreConfig, workspace: Path) -> None:
-    embedder = make_embedder(workspace)
+def test_server_build_publishes_an_alias_and_filters_by_tenant(resources: Resources, workspace: Path) -> None:
+    server = SERVER
+    embedder = make_embedder(workspace, resources=resources)
     report = build_index(DOCS, ChunkerConfig(mode="whole"), embedder, workspace, store_config=server, progress=False)
-    client = vector._clients[":memory:"]
+    assert report.index.manifest.store == "qdrant"
+    client = report.index.store.client
     aliases = {a.alias_name: a.collection_name for a in client.get_aliases().aliases}
     collection = report.index.manifest.collection
     assert collection == f"ragopt_{report.index.manifest.id}"
@@ -50,20 +55,21 @@ def test_server_build_publishes_an_alias_and_filters_by_tenant(server: StoreConf
     assert len(client.get_collections().collections) == 1
 
 
-def test_publishing_an_existing_alias_drops_the_late_build(server: StoreConfig) -> None:
-    first = vector.QdrantStore("idx_build1", None, server)
+def test_publishing_an_existing_alias_drops_the_late_build(resources: Resources) -> None:
+    first = QdrantStore("idx_build1", SERVER, resources)
     first.create(3)
     assert first.publish("idx")
-    late = vector.QdrantStore("idx_build2", None, server)
+    late = QdrantStore("idx_build2", SERVER, resources)
     late.create(3)
     assert not late.publish("idx")
     names = {c.name for c in first.client.get_collections().collections}
     assert names == {"idx_build1"}
 
 
-def test_an_index_built_locally_is_not_silently_searched_on_a_server(server: StoreConfig, workspace: Path) -> None:
+def test_an_index_built_locally_is_not_silently_searched_on_a_server(resources: Resources, workspace: Path) -> None:
     from ragopt.errors import InputError
 
-    build_index(DOCS, ChunkerConfig(mode="whole"), make_embedder(workspace), workspace, progress=False)
-    with pytest.raises(InputError, match="local mode, not in the Qdrant server :memory:"):
-        build_index(DOCS, ChunkerConfig(mode="whole"), make_embedder(workspace), workspace, store_config=server, progress=False)
+    embedder = make_embedder(workspace, resources=resources)
+    build_index(DOCS, ChunkerConfig(mode="whole"), embedder, workspace, progress=False)
+    with pytest.raises(InputError, match="in this workspace, not in the Qdrant server :memory:"):
+        build_index(DOCS, ChunkerConfig(mode="whole"), embedder, workspace, store_config=SERVER, progress=False)

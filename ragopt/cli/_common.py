@@ -28,6 +28,7 @@ def add_chunking_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--chunk-overlap", type=int, default=0, help="tokens shared by neighbouring chunks")
     p.add_argument("--embedder", default=None, help="embedding model: a local path or hub name (default: all-MiniLM-L6-v2 from PyPI)")
     p.add_argument("--qdrant-url", default=None, help="a Qdrant server (default: embedded local mode in the workspace)")
+    p.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto", help="where the embedder runs (auto: cuda when present)")
 
 
 def add_retriever_args(p: argparse.ArgumentParser) -> None:
@@ -64,7 +65,8 @@ def chunker_config(args: argparse.Namespace) -> ChunkerConfig:
 
 
 def embedder_config(args: argparse.Namespace) -> EmbedderConfig:
-    return EmbedderConfig(model=args.embedder) if args.embedder else EmbedderConfig()
+    device = getattr(args, "device", "auto")
+    return EmbedderConfig(model=args.embedder, device=device) if args.embedder else EmbedderConfig(device=device)
 
 
 def store_config(args: argparse.Namespace) -> StoreConfig:

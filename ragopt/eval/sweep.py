@@ -90,7 +90,7 @@ class TrialRunner:
 
         key = plan.embedder.fingerprint()
         if key not in self._embedders:
-            self._embedders[key] = make_embedder(self.workspace, plan.embedder)
+            self._embedders[key] = make_embedder(self.workspace, plan.embedder, self.resources)
         return self._embedders[key]
 
     def index(self, plan: PlanConfig) -> Any:
@@ -102,7 +102,7 @@ class TrialRunner:
         if key not in self._indexes:
             report = build_index(
                 self.evalset.documents, plan.chunker, embedder, self.workspace, store_config=self.config.store,
-                progress=self.progress, dense=bool({"dense", "hybrid"} & set(self.config.retrievers)),
+                progress=self.progress, resources=self.resources, dense=bool({"dense", "hybrid"} & set(self.config.retrievers)),
             )
             m = report.index.manifest
             _log(f"index {m.id} ({m.chunker.label}): {m.n_chunks} chunks, "
