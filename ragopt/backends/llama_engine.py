@@ -235,7 +235,17 @@ class Engine:
             self.lock.release()
 
 
-def load_engine(path: Path, *, n_ctx: int, n_batch: int, n_threads: int, kv_type: KvType, seed: int = 0) -> Engine:
+def gpu_layers(requested: int | None) -> int:
+    """Layers to offload: `requested`, or with None every layer when this llama.cpp build can offload, else 0."""
+    if requested is not None:
+        return requested
+    import llama_cpp
+
+    return -1 if llama_cpp.llama_supports_gpu_offload() else 0
+
+
+def load_engine(path: Path, *, n_ctx: int, n_batch: int, n_threads: int, kv_type: KvType, seed: int = 0,
+                n_gpu_layers: int = 0) -> Engine:
     """Load a GGUF with llama.cpp; configuration problems are `InputError`s naming the file."""
     from ragopt.gguf_meta import model_fingerprint, model_shape
 
@@ -259,6 +269,7 @@ def load_engine(path: Path, *, n_ctx: int, n_batch: int, n_threads: int, kv_type
             type_k=kv,
             type_v=kv,
             flash_attn=kv_type == "q8_0",  # llama.cpp needs flash attention for a quantized V cache
+            n_gpu_layers=n_gpu_layers,
             verbose=False,
         )
     except ValueError as exc:

@@ -34,6 +34,7 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--threads", type=int, default=1, help="llama.cpp threads (1 is steadiest on small machines)")
     p.add_argument("--kv-type", choices=["f16", "f32", "q8_0"], default="f16", help="KV cache element type")
+    p.add_argument("--gpu-layers", type=int, default=0, help="llama.cpp layers offloaded to a GPU (-1: all; needs a GPU build)")
     p.add_argument("--citations", choices=["free", "grammar"], default="free",
                    help="grammar: llama.cpp GBNF makes every sentence end with a valid [n] (about 2x per token)")
     p.add_argument("--kv-budget", default=None, help="refuse requests whose KV cache exceeds this (e.g. 64MiB)")
@@ -60,12 +61,12 @@ def _generator_config(args: argparse.Namespace):  # type: ignore[no-untyped-def]
     flags = {
         "model": "--model", "n_ctx": "--n-ctx", "max_tokens": "--max-tokens", "temperature": "--temperature",
         "seed": "--seed", "n_threads": "--threads", "kv_type": "--kv-type", "kv_budget_bytes": "--kv-budget",
-        "citations": "--citations",
+        "citations": "--citations", "n_gpu_layers": "--gpu-layers",
     }
     return _common.from_flags(
         GeneratorConfig, flags, model=args.model, n_ctx=args.n_ctx, max_tokens=args.max_tokens,
         temperature=args.temperature, seed=args.seed, n_threads=args.threads, kv_type=args.kv_type,
-        kv_budget_bytes=budget, citations=args.citations,
+        kv_budget_bytes=budget, citations=args.citations, n_gpu_layers=args.gpu_layers,
     )
 
 

@@ -42,6 +42,7 @@ from ragopt.backends.llama_engine import (  # noqa: F401 - re-exported: callers 
     LlamaRenderer,
     PrefixStateCache,
     SavedPrefix,
+    gpu_layers,
     load_engine,
 )
 from ragopt.cache import CacheKey
@@ -73,6 +74,7 @@ class GeneratorConfig(StrictModel):
     seed: int = 0
     stop: tuple[str, ...] = ()
     n_threads: int = Field(1, gt=0)
+    n_gpu_layers: int | None = Field(0, ge=-1, description="layers offloaded to a GPU: -1 all, None all when this build can")
     n_batch: int = Field(512, gt=0)
     kv_type: Literal["f16", "f32", "q8_0"] = "f16"
     kv_budget_bytes: int | None = Field(None, gt=0, description="admission: refuse requests whose KV need exceeds this")
@@ -95,7 +97,7 @@ class GeneratorConfig(StrictModel):
         return self.n_ctx - self.max_tokens
 
     def engine_key(self, path: Path) -> tuple[Any, ...]:
-        return ("llama", str(path.resolve()), self.n_ctx, self.n_batch, self.n_threads, self.kv_type)
+        return ("llama", str(path.resolve()), self.n_ctx, self.n_batch, self.n_threads, self.kv_type, self.n_gpu_layers)
 
 
 class QueueTimeout(TimeoutError):
@@ -114,7 +116,7 @@ def get_engine(config: GeneratorConfig, resources: Resources) -> Engine:
     return resources.get(
         config.engine_key(path),
         lambda: load_engine(path, n_ctx=config.n_ctx, n_batch=config.n_batch, n_threads=config.n_threads,
-                            kv_type=config.kv_type, seed=config.seed),
+                            kv_type=config.kv_type, seed=config.seed, n_gpu_layers=gpu_layers(config.n_gpu_layers)),
     )
 
 
