@@ -6,8 +6,9 @@ Per request, over the passages in the order the prompt numbers them (`number_pas
 1. near-duplicates: a passage whose word-trigram Jaccard similarity with a better-ranked passage reaches
    `dedup_threshold` is dropped (the better-ranked one stays);
 2. every passage is split into sentences (`ragopt.text.sentence_spans`) and each sentence scored against the
-   query: cosine similarity with the cached embedder, BM25 over the context's sentences, or both (each
-   min-max scaled within the request, then averaged);
+   query: cosine similarity with the cached embedder (optionally blended with its passage's similarity,
+   `passage_weight`), BM25 over the context's sentences, or both (each min-max scaled within the request,
+   then averaged);
 3. greedy selection within the budget: first each passage's best sentence, in rank order (so every passage
    that fits keeps its strongest evidence), then the remaining sentences by score; a sentence whose exact
    text was already kept (overlapping chunks) is skipped;
@@ -58,6 +59,10 @@ class CompressConfig(StrictModel):
         0.9, sweep=[None, 0.9], gt=0, le=1, description="word-trigram Jaccard at which a passage is a near-duplicate; None = off"
     )
     scorer: Literal["embedder", "bm25", "both"] = knob("embedder", sweep=["embedder", "bm25", "both"])
+    passage_weight: float = knob(
+        0.0, sweep=[0.0, 0.3], ge=0, le=1,
+        description="embedder score = (1 - w) x sentence similarity + w x its passage's similarity to the query",
+    )
     best_first: bool = Field(True, description="give each passage its best sentence before ranking the rest by score")
     tokenizer: Literal["embedder", "whitespace"] = Field(
         "embedder", description="how tokens are counted when the caller gives no counter (the generator's tokenizer)"
@@ -176,17 +181,24 @@ class CompressPassages:
             kept_shingles.append(s)
         return kept, dropped
 
-    def _scores(self, state: RequestState, hits: Sequence[Hit], texts: list[str], owner_of: list[int]) -> np.ndarray:
+    def _scores(self, state: RequestState, hits: Sequence[Hit], texts: list[str], passage_of: list[int]) -> np.ndarray:
         """Relevance of each sentence to the query, higher is better."""
         parts = []
         if self.config.scorer in ("embedder", "both"):
             q = state.query
             query_vec = self.embedder.encode([q.text], [(q.tenant, q.scopes)])
-            owners = [(hits[i].chunk.tenant, hits[i].chunk.scopes) for i in owner_of]
+            owners = [(hits[i].chunk.tenant, hits[i].chunk.scopes) for i in passage_of]
             encoded = self.embedder.encode(texts, owners)
             state.usage.cache_hits += query_vec.hits + encoded.hits
             state.usage.cache_misses += query_vec.misses + encoded.misses
-            parts.append(encoded.vectors @ query_vec.vectors[0])
+            similarity = encoded.vectors @ query_vec.vectors[0]
+            w = self.config.passage_weight
+            if w > 0:  # the passages' own vectors: cache hits when the index was built with this embedder
+                whole = self.embedder.encode([h.chunk.indexed_text for h in hits], [(h.chunk.tenant, h.chunk.scopes) for h in hits])
+                state.usage.cache_hits += whole.hits
+                state.usage.cache_misses += whole.misses
+                similarity = (1 - w) * similarity + w * (whole.vectors @ query_vec.vectors[0])[passage_of]
+            parts.append(similarity)
         if self.config.scorer in ("bm25", "both"):
             bm25 = BM25Index(texts, BM25Config())
             parts.append(np.asarray(bm25.backend.scores(bm25.tokenize(state.query.text)), dtype=np.float32))

@@ -89,6 +89,12 @@ def test_best_first_gives_every_passage_its_best_sentence(embedder):
     assert louvre.chunk.text == ""  # by score alone the Seine's sentences take the whole budget
 
 
+def test_passage_weight_ranks_sentences_by_their_passage(embedder):
+    # weight 1: every sentence scores as its passage does, so the best passage's sentences come first, in order
+    state = compress(embedder, "Who built the Eiffel Tower?", budget=0.12, passage_weight=1.0, best_first=False)
+    assert [h.chunk.text for h in state.hits] == ["", "", "The Eiffel Tower was built for the 1889 World's Fair."]
+
+
 def test_passages_never_renumbered_even_when_emptied(embedder):
     state = compress(embedder, "How long is the Seine?", budget=0.1)
     assert [h.chunk.id for h in state.hits] == ["c-seine", "c-louvre", "c-eiffel"]
