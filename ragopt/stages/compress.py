@@ -147,22 +147,28 @@ class CompressPassages:
 
     def run(self, state: RequestState) -> RequestState:
         cfg = self.config
+        memo: dict[str, int] = {}
+
+        def count(text: str) -> int:  # a request counts each text once (the tokenizer dominates the cost)
+            if text not in memo:
+                memo[text] = self.count(text) if text else 0
+            return memo[text]
+
         hits = [p.hit for p in number_passages(state.hits)]  # the prompt's order; repeated chunks once
-        tokens_before = sum(self.count(h.chunk.text) for h in hits)
+        tokens_before = sum(count(h.chunk.text) for h in hits)
         kept, dropped = self._dedup(hits)
         attrs = state.usage.attrs
         attrs.update({"tokens_before": tokens_before, "duplicates_dropped": dropped})
         if cfg.budget is None:
             state.hits = kept
-            attrs["tokens_after"] = sum(self.count(h.chunk.text) for h in kept)
-            return state
-        if isinstance(cfg.budget, float):
-            budget = int(cfg.budget * tokens_before)
         else:
-            budget = max(cfg.budget - self.instruction_tokens - self.count(state.query.text), 0)
-        state.hits = self._select(state, kept, budget)
-        attrs["budget_tokens"] = budget
-        attrs["tokens_after"] = sum(self.count(h.chunk.text) for h in state.hits)
+            if isinstance(cfg.budget, float):
+                budget = int(cfg.budget * tokens_before)
+            else:
+                budget = max(cfg.budget - self.instruction_tokens - count(state.query.text), 0)
+            attrs["budget_tokens"] = budget
+            state.hits = self._select(state, kept, budget, count)
+        attrs["tokens_after"] = sum(count(h.chunk.text) for h in state.hits)
         return state
 
     def _dedup(self, hits: Sequence[Hit]) -> tuple[list[Hit], list[str]]:
@@ -206,7 +212,7 @@ class CompressPassages:
             return parts[0]
         return sum(_minmax(p) for p in parts) / len(parts)
 
-    def _select(self, state: RequestState, hits: list[Hit], budget: int) -> list[Hit]:
+    def _select(self, state: RequestState, hits: list[Hit], budget: int, count: Callable[[str], int]) -> list[Hit]:
         spans = [sentence_spans(h.chunk.text) for h in hits]
         sents = [(p, i) for p, ss in enumerate(spans) for i in range(len(ss))]  # (passage, sentence index)
         texts = [hits[p].chunk.text[slice(*spans[p][i])] for p, i in sents]
@@ -216,7 +222,7 @@ class CompressPassages:
             attrs["sentences_kept"] = 0
             return hits
         scores = self._scores(state, hits, texts, [p for p, _ in sents])
-        cost = [self.count(t) for t in texts]
+        cost = [count(t) for t in texts]
         order = sorted(range(len(sents)), key=lambda j: (-scores[j], j))
         if self.config.best_first:
             best = {}
@@ -242,7 +248,7 @@ class CompressPassages:
         rank_of = {sents[j]: r for r, j in enumerate(order)}
         out = [self._rebuilt(h, spans[p], chosen[p]) for p, h in enumerate(hits)]
         # the counts of joined texts can differ slightly from the sum of their parts: drop the weakest until within
-        while any(chosen.values()) and sum(self.count(h.chunk.text) for h in out) > budget:
+        while any(chosen.values()) and sum(count(h.chunk.text) for h in out) > budget:
             p, i = max(((p, i) for p in chosen for i in chosen[p]), key=rank_of.__getitem__)
             chosen[p].discard(i)
             out[p] = self._rebuilt(hits[p], spans[p], chosen[p])
