@@ -26,13 +26,16 @@ REPO = Path(__file__).resolve().parents[1]
 SHARES = (0.75, 0.5, 0.25)
 # name -> CompressConfig fields; the first is the stage's default and the one `retention` reports
 VARIANTS: dict[str, dict[str, Any]] = {
-    "embedder best-first": {"scorer": "embedder", "best_first": True},
-    "embedder by-score": {"scorer": "embedder", "best_first": False},
+    "embedder+passage0.7 by-score": {},  # the stage's defaults
+    "embedder by-score": {"scorer": "embedder", "passage_weight": 0.0},
+    "embedder best-first": {"scorer": "embedder", "passage_weight": 0.0, "best_first": True},
     "bm25 best-first": {"scorer": "bm25", "best_first": True},
-    "both best-first": {"scorer": "both", "best_first": True},
-    "both by-score": {"scorer": "both", "best_first": False},
-    "embedder+passage0.3 best-first": {"scorer": "embedder", "passage_weight": 0.3},
-    "both+passage0.3 best-first": {"scorer": "both", "passage_weight": 0.3},
+    "both best-first": {"scorer": "both", "passage_weight": 0.0, "best_first": True},
+    "both by-score": {"scorer": "both", "passage_weight": 0.0},
+    "embedder+passage0.3 best-first": {"passage_weight": 0.3, "best_first": True},
+    "both+passage0.3 best-first": {"scorer": "both", "passage_weight": 0.3, "best_first": True},
+    "both+passage0.5 by-score": {"scorer": "both", "passage_weight": 0.5},
+    "both+passage0.7 by-score": {"scorer": "both", "passage_weight": 0.7},
 }
 _WORD = re.compile(r"\w+")
 

@@ -9,9 +9,8 @@ Per request, over the passages in the order the prompt numbers them (`number_pas
    query: cosine similarity with the cached embedder (optionally blended with its passage's similarity,
    `passage_weight`), BM25 over the context's sentences, or both (each min-max scaled within the request,
    then averaged);
-3. greedy selection within the budget: first each passage's best sentence, in rank order (so every passage
-   that fits keeps its strongest evidence), then the remaining sentences by score; a sentence whose exact
-   text was already kept (overlapping chunks) is skipped;
+3. greedy selection within the budget, by score (optionally each passage's best sentence first, in rank
+   order, `best_first`); a sentence whose exact text was already kept (overlapping chunks) is skipped;
 4. each passage's kept sentences in their original order: neighbours joined by the original text between
    them, a gap marked " ... ".
 
@@ -25,6 +24,11 @@ The budget is a share of the passages' tokens (0 < x <= 1), or a token count for
 sees: the instructions, the question and the passages, so the passages get what the others leave. Tokens
 are counted with the callable the caller gives (the generator's tokenizer); without one, with the
 embedder's tokenizer or by whitespace (`tokenizer`).
+
+Defaults as measured by benchmarks/bench_compression.py (SciFact test, 188 claims, top-10 hybrid context):
+embedder scores blended 0.7 with the passage's, by score, kept 97.4% / 93.9% / 84.6% of the gold rationale
+sentences at 75% / 50% / 25% of the tokens, where dropping the lowest-ranked whole passages kept 96.8% /
+92.2% / 81.4%; sentence similarity alone kept 93.0% / 84.9% / 74.4% (the top passages hold most evidence).
 """
 
 from __future__ import annotations
@@ -60,10 +64,10 @@ class CompressConfig(StrictModel):
     )
     scorer: Literal["embedder", "bm25", "both"] = knob("embedder", sweep=["embedder", "bm25", "both"])
     passage_weight: float = knob(
-        0.0, sweep=[0.0, 0.3], ge=0, le=1,
+        0.7, sweep=[0.0, 0.3, 0.7], ge=0, le=1,
         description="embedder score = (1 - w) x sentence similarity + w x its passage's similarity to the query",
     )
-    best_first: bool = Field(True, description="give each passage its best sentence before ranking the rest by score")
+    best_first: bool = Field(False, description="give each passage its best sentence before ranking the rest by score")
     tokenizer: Literal["embedder", "whitespace"] = Field(
         "embedder", description="how tokens are counted when the caller gives no counter (the generator's tokenizer)"
     )

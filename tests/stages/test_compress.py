@@ -82,7 +82,7 @@ def test_hits_keep_identity_and_kept_spans_point_into_the_document(embedder):
 
 def test_best_first_gives_every_passage_its_best_sentence(embedder):
     question = "How long is the Seine river that flows through Paris?"
-    best_first = compress(embedder, question, budget=0.3, scorer="bm25")  # BM25: the Louvre's sentences score 0
+    best_first = compress(embedder, question, budget=0.3, scorer="bm25", best_first=True)  # BM25: the Louvre's sentences score 0
     by_score = compress(embedder, question, budget=0.3, scorer="bm25", best_first=False)
     assert all(h.chunk.text for h in best_first.hits)
     louvre = next(h for h in by_score.hits if h.chunk.doc_id == "louvre")
