@@ -13,27 +13,35 @@ from typing import Mapping, Sequence
 from ragopt.types import Chunk, Citation
 
 _MARKER = re.compile(r"\[\s*(?:passages?|source|doc)?\s*(\d{1,3}(?:\s*(?:,|;|-|\u2013)\s*(?:passages?\s*)?\d{1,3})*)\s*\]", re.IGNORECASE)
+_MARKER_AND_SPACE = re.compile(r"[ \t]*" + _MARKER.pattern, re.IGNORECASE)  # the space before a marker goes with it
 _MAX_RANGE = 20
 
 
-def marker_numbers(text: str) -> list[int]:
-    """Every cited number in order of first appearance, ranges expanded, duplicates removed."""
-    out: list[int] = []
-    seen: set[int] = set()
+def marker_spans(text: str) -> list[tuple[int, int, list[int]]]:
+    """Each marker's (start, end) char span and the numbers it cites, ranges expanded, in text order."""
+    out = []
     for m in _MARKER.finditer(text):
+        nums: list[int] = []
         for part in re.split(r"\s*[,;]\s*", m.group(1)):
             part = re.sub(r"(?i)passages?\s*", "", part)
             bounds = re.split(r"\s*[-\u2013]\s*", part)
             if len(bounds) == 2:
                 lo, hi = int(bounds[0]), int(bounds[1])
-                nums = list(range(lo, hi + 1)) if 0 <= hi - lo < _MAX_RANGE else [lo, hi]
+                nums.extend(range(lo, hi + 1) if 0 <= hi - lo < _MAX_RANGE else [lo, hi])
             else:
-                nums = [int(bounds[0])]
-            for n in nums:
-                if n not in seen:
-                    seen.add(n)
-                    out.append(n)
+                nums.append(int(bounds[0]))
+        out.append((m.start(), m.end(), nums))
     return out
+
+
+def marker_numbers(text: str) -> list[int]:
+    """Every cited number in order of first appearance, ranges expanded, duplicates removed."""
+    return list(dict.fromkeys(n for _, _, nums in marker_spans(text) for n in nums))
+
+
+def strip_markers(text: str) -> str:
+    """The text without its markers (and the spaces just before them), trimmed."""
+    return _MARKER_AND_SPACE.sub("", text).strip()
 
 
 def parse_citations(text: str, passages: Mapping[int, Chunk]) -> list[Citation]:

@@ -1,7 +1,7 @@
 import pytest
 
 from ragopt.data import Evidence
-from ragopt.eval.citations import aggregate, citation_scores
+from ragopt.eval.citations import aggregate, citation_scores, first_passage_floor
 from ragopt.types import Answer, Citation
 
 
@@ -43,3 +43,44 @@ def test_undefined_scores_are_none_and_skipped_by_aggregate():
     assert agg["citation_recall"] == pytest.approx(0.5)
     assert agg["answers_with_citations"] == pytest.approx(2 / 3)
     assert aggregate([])["citation_recall"] is None
+
+
+def _chunk(cid: str, doc: str, start: int, end: int):
+    from ragopt.types import Chunk
+
+    return Chunk(id=cid, doc_id=doc, start=start, end=end, text="x" * (end - start))
+
+
+# d1 is cut into three 100-char chunks; the gold evidence is d1[120:140] and the whole of d2
+SPAN_CHUNKS = [_chunk("a", "d1", 0, 100), _chunk("b", "d1", 100, 200), _chunk("c", "d1", 200, 300), _chunk("e", "d2", 0, 50)]
+SPAN_GOLD = [Evidence(doc_id="d1", start=120, end=140), Evidence(doc_id="d2")]
+
+
+def _cite(*chunks):
+    return _answer(*(Citation(marker=i + 1, chunk_id=c.id, doc_id=c.doc_id) for i, c in enumerate(chunks)))
+
+
+def test_span_level_counts_only_chunks_that_overlap_the_evidence():
+    a, b, c, e = SPAN_CHUNKS
+    wrong_part = citation_scores(_cite(a, c), SPAN_GOLD, SPAN_CHUNKS)
+    assert wrong_part.precision == 1.0  # the right document, so document level calls it perfect
+    assert wrong_part.span_precision == 0.0 and wrong_part.span_recall == 0.0
+    mixed = citation_scores(_cite(a, b, e), SPAN_GOLD, {x.id: x for x in SPAN_CHUNKS})
+    assert mixed.span_precision == pytest.approx(2 / 3) and mixed.span_recall == 1.0
+    assert citation_scores(_cite(b), SPAN_GOLD).span_precision is None  # chunks not given: no span level
+
+
+def test_span_boundaries_are_half_open():
+    touching = _chunk("t", "d1", 140, 160)  # starts where the evidence ends
+    assert citation_scores(_cite(touching), SPAN_GOLD, [touching]).span_precision == 0.0
+
+
+def test_first_passage_floor():
+    a, b, _, e = SPAN_CHUNKS
+    right = first_passage_floor(b, SPAN_GOLD)
+    assert (right.span_precision, right.span_recall, right.precision, right.recall) == (1.0, 0.5, 1.0, 0.5)
+    wrong = first_passage_floor(a, SPAN_GOLD)
+    assert (wrong.span_precision, wrong.precision) == (0.0, 1.0)
+    assert first_passage_floor(None, SPAN_GOLD).span_precision is None
+    agg = aggregate([right, wrong])
+    assert agg["citation_span_precision"] == 0.5 and agg["citation_span_recall"] == 0.25
