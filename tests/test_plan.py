@@ -14,8 +14,10 @@ from ragopt.types import Query, Turn
 
 HISTORY = [Turn(role="user", content="Which job loads the tide tables?"), Turn(role="assistant", content="tides_ingest [1].")]
 # Each kind in a setting that runs without a model file, and the setting that switches it off (None: leave it out).
-ON = {"rewrite": {"mode": "rules"}, "history": {"keep_turns": 1}, "prompt": {}, "generate": {"generator": "extractive"}}
-OFF = {"rewrite": {"mode": "off"}, "history": None, "prompt": None, "generate": {"generator": "none"}}
+ON = {"rewrite": {"mode": "rules"}, "compress": {"budget": 0.5}, "history": {"keep_turns": 1}, "prompt": {},
+      "generate": {"generator": "extractive"}, "cite": {"enabled": True}}
+OFF = {"rewrite": {"mode": "off"}, "compress": None, "history": None, "prompt": None, "generate": {"generator": "none"},
+       "cite": {"enabled": False}}
 
 
 def run(tiny_index: Any, stages: dict[str, Any], retriever: str = "hybrid") -> Any:
@@ -32,7 +34,8 @@ def test_every_builtin_kind_is_covered_here() -> None:
 
 def test_the_whole_chain_runs_in_slot_order(tiny_index: Any) -> None:
     result = run(tiny_index, dict(ON))
-    assert [s.name for s in result.trace.spans] == ["rewrite", "embed", "vector", "bm25", "fuse", "history", "prompt", "extractive"]
+    assert [s.name for s in result.trace.spans] == [
+        "rewrite", "embed", "vector", "bm25", "fuse", "compress", "history", "prompt", "extractive", "attribute"]
     assert result.answer is not None and result.hits and result.state.prompt is not None
 
 
@@ -43,9 +46,12 @@ def test_each_stage_can_be_switched_off_and_the_pipeline_still_runs(tiny_index: 
         stages[kind] = OFF[kind]
     result = run(tiny_index, stages)
     names = [s.name for s in result.trace.spans]
-    gone = {"rewrite": "rewrite", "history": "history", "prompt": "prompt", "generate": "extractive"}[kind]
+    gone = {"rewrite": "rewrite", "compress": "compress", "history": "history", "prompt": "prompt",
+            "generate": "extractive", "cite": "attribute"}[kind]
     assert gone not in names and result.hits
     assert (result.answer is None) == (kind == "generate")
+    if kind == "generate":
+        assert "attribute" not in names  # nothing to attribute without an answer
 
 
 def test_retrieval_alone_and_each_retriever_run(tiny_index: Any) -> None:

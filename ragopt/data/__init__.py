@@ -16,6 +16,15 @@ class Evidence(BaseModel):
     start: int | None = None
     end: int | None = None
 
+    def overlaps(self, doc_id: str, start: int, end: int) -> bool:
+        """A chunk [start, end) of `doc_id` shares at least one character with this evidence (citations:
+        a cited chunk is right when it touches the gold span; span recall asks for more coverage)."""
+        if doc_id != self.doc_id:
+            return False
+        if self.start is None or self.end is None:
+            return True
+        return start < self.end and self.start < end
+
 
 class EvalQuery(BaseModel):
     query: Query

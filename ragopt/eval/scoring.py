@@ -9,8 +9,9 @@ from ragopt.cache import Cache, CacheKey
 from ragopt.data import EvalSet
 from ragopt.eval import metrics as M
 from ragopt.eval.executor import QueryOutcome
+from ragopt.eval.space import CITATION_METRICS
+from ragopt.types import Chunk
 
-CITATION_METRICS = ("citation_precision", "citation_recall", "citation_valid_share")
 
 
 def rank_scores(outcomes: Sequence[QueryOutcome], evalset: EvalSet, names: Sequence[str],
@@ -31,23 +32,28 @@ def rank_scores(outcomes: Sequence[QueryOutcome], evalset: EvalSet, names: Seque
 
 
 def citation_scores(outcomes: Sequence[QueryOutcome], evalset: EvalSet) -> dict[str, list[float | None]]:
-    """Citation precision/recall of each answer against the gold evidence documents (else the relevant ones)."""
-    from ragopt.eval.citations import citation_scores as score
+    """Citation precision/recall of each answer against the gold evidence (else the relevant documents), at
+    document and span level (a cited chunk overlaps a gold span), beside the always-cite-[1] floor: what citing
+    the top passage after every sentence would score."""
+    from ragopt.eval.citations import citation_scores as score, first_passage_floor
 
     by_id = {q.query.id: q for q in evalset.queries}
     out: dict[str, list[float | None]] = {name: [] for name in CITATION_METRICS}
     for o in outcomes:
         answer = o.answer_model()
         q = by_id[o.query_id]
-        if answer is None:
-            for name in CITATION_METRICS:
-                out[name].append(None)
-            continue
-        gold = [e.doc_id for e in q.evidence] or [d for d, grade in q.relevance.items() if grade > 0]
-        cs = score(answer, gold)
-        out["citation_precision"].append(cs.precision)
-        out["citation_recall"].append(cs.recall)
-        out["citation_valid_share"].append(cs.valid_share)
+        gold = list(q.evidence) or [d for d, grade in q.relevance.items() if grade > 0]
+        passages = [Chunk(id=cid, doc_id=doc, start=start, end=end, text="") for cid, doc, start, end, _ in o.ranking]
+        cs = score(answer, gold, passages) if answer is not None else None
+        floor = first_passage_floor(passages[0] if passages else None, gold)
+        values = {
+            "citation_precision": cs and cs.precision, "citation_recall": cs and cs.recall,
+            "citation_valid_share": cs and cs.valid_share, "citation_span_precision": cs and cs.span_precision,
+            "citation_span_recall": cs and cs.span_recall, "citation_floor_precision": floor.precision,
+            "citation_floor_span_precision": floor.span_precision,
+        }
+        for name in CITATION_METRICS:
+            out[name].append(values[name])
     return out
 
 

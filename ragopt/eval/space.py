@@ -20,7 +20,8 @@ from ragopt.errors import InputError
 from ragopt.plan import PlanConfig, spec_for, validate_stage_values
 
 RANK_METRICS = ("recall", "ndcg", "mrr", "precision", "hit")
-CITATION_METRICS = ("citation_precision", "citation_recall", "citation_valid_share")
+CITATION_METRICS = ("citation_precision", "citation_recall", "citation_valid_share", "citation_span_precision",
+                    "citation_span_recall", "citation_floor_precision", "citation_floor_span_precision")
 
 
 class BaselineConfig(StrictModel):

@@ -131,6 +131,12 @@ class CompressPassages:
                     field="budget",
                 )
 
+    def identity(self) -> dict[str, object]:
+        """What decides the kept sentences besides the request: the config, the embedder and the prompt layout."""
+        return {"stage": "compress", "name": self.name, "config": self.config.model_dump(mode="json"),
+                "embedder": self.embedder.fingerprint, "prompt": self.prompt.model_dump(mode="json"),
+                "counter": "caller" if self._count is not None else self.config.tokenizer}
+
     @cached_property
     def embedder(self) -> Embedder:
         return self._embedder or Embedder(EmbedderConfig())

@@ -12,6 +12,8 @@ from pydantic import Field, model_validator
 
 from ragopt.config import StrictModel, knob
 from ragopt.plan import BuildContext, StageSpec, register_stage
+from ragopt.stages.attribute import AttributeConfig
+from ragopt.stages.compress import CompressConfig
 from ragopt.stages.history import HistoryConfig
 from ragopt.stages.rewrite import RewriteConfig
 
@@ -64,6 +66,26 @@ def _build_prompt(config: PromptStageConfig, ctx: BuildContext) -> Any:
     return BuildPrompt(CountingRenderer(counter.tokenize, counter.fingerprint), config.budget_tokens, layout)
 
 
+class CiteConfig(AttributeConfig):
+    """Post-hoc attribution after generation: on or off (a sweep dimension), then how."""
+
+    enabled: bool = knob(True, sweep=[False, True], description="attribute each answer sentence to its best passage")
+
+
+def _build_cite(config: CiteConfig, ctx: BuildContext) -> Any:
+    if not config.enabled or _generator_kind(ctx) == "none":
+        return None
+    from ragopt.stages.attribute import AttributeCitations
+
+    return AttributeCitations(config)
+
+
+def _build_compress(config: Any, ctx: BuildContext) -> Any:
+    from ragopt.stages.compress import CompressPassages
+
+    return CompressPassages(config, embedder=ctx.embedder)
+
+
 def _build_generate(config: GenerateConfig, ctx: BuildContext) -> Any:
     if config.generator == "none":
         return None
@@ -96,5 +118,7 @@ def _build_history(config: Any, ctx: BuildContext) -> Any:
 
 register_stage(StageSpec("rewrite", RewriteConfig, _build_rewrite, slot="rewrite", replaces_retrieval=True))
 register_stage(StageSpec("history", HistoryConfig, _build_history, slot="history"))
+register_stage(StageSpec("compress", CompressConfig, _build_compress, slot="compress"))
 register_stage(StageSpec("prompt", PromptStageConfig, _build_prompt, slot="prompt"))
 register_stage(StageSpec("generate", GenerateConfig, _build_generate, slot="generate"))
+register_stage(StageSpec("cite", CiteConfig, _build_cite, slot="cite"))
