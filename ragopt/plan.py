@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from pydantic import BaseModel, Field
 
@@ -52,6 +52,8 @@ class StageSpec:
     build: Builder  # returns the stage(s), or None when this config switches the stage off
     slot: str
     replaces_retrieval: bool = False  # a builder that wraps ctx.retrieval (e.g. multi-query) stands in for it
+    # checks a config against what it names (files, models, token budgets) before any work starts; InputError
+    check: Callable[[Any, "PlanConfig"], None] | None = None
 
     def __post_init__(self) -> None:
         if self.slot not in SLOTS:
@@ -120,7 +122,29 @@ def validate_stage_values(kind: str, values: dict[str, Any], source: str) -> Non
             raise InputError(f"{kind} has no setting {name!r}; knobs: {', '.join(sorted(declared)) or '(none)'}",
                              path=source, field=f"stages.{kind}.{name}")
         for candidate in (value if name in declared and isinstance(value, list) else [value]):
-            validate(spec.config, {name: candidate}, source)
+            try:
+                validate(spec.config, {name: candidate}, source)
+            except InputError as exc:
+                raise InputError(f"{exc.message}, got {candidate!r}", path=exc.path, field=exc.field) from None
+
+
+def check_plans(plans: Sequence["PlanConfig"]) -> None:
+    """Before any work: each distinct stage config of these plans passes its kind's check (a glossary file
+    that is empty, a model path that does not exist, a budget the instructions alone exceed...)."""
+    seen: set[str] = set()
+    for plan in plans:
+        for kind in plan.stages:
+            spec = spec_for(kind)
+            config = plan.stage_config(kind)
+            key = f"{kind}:{config.fingerprint()}:{plan.embedder.fingerprint()}"
+            if spec.check is None or key in seen:
+                continue
+            seen.add(key)
+            try:
+                spec.check(config, plan)
+            except InputError as exc:
+                raise InputError(exc.message, path=exc.path, line=exc.line,
+                                 field=f"stages.{kind}" + (f".{exc.field}" if exc.field else "")) from None
 
 
 def build_steps(plan: PlanConfig, ctx: BuildContext, retrieval: list[Any]) -> list[Any]:

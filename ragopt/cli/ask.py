@@ -34,6 +34,8 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--threads", type=int, default=1, help="llama.cpp threads (1 is steadiest on small machines)")
     p.add_argument("--kv-type", choices=["f16", "f32", "q8_0"], default="f16", help="KV cache element type")
+    p.add_argument("--no-attribute", action="store_true",
+                   help="keep the model's own [n] markers as they are (default: attribute each sentence to its best passage, repairing and adding markers)")
     p.add_argument("--gpu-layers", type=int, default=0, help="llama.cpp layers offloaded to a GPU (-1: all; needs a GPU build)")
     p.add_argument("--citations", choices=["free", "grammar"], default="free",
                    help="grammar: llama.cpp GBNF makes every sentence end with a valid [n] (about 2x per token)")
@@ -116,7 +118,7 @@ def run(args: argparse.Namespace) -> int:
     generate = {"generator": "extractive"} if config is None else {
         "generator": "llama", "citations": config.citations, "llama": config.model_dump(mode="json", exclude={"citations"})}
     plan = PlanConfig(chunker=_common.chunker_config(args), embedder=_common.embedder_config(args), retrieval=retrieval,
-                      stages={"generate": generate})
+                      stages={"generate": generate, "cite": {"enabled": not args.no_attribute}})
     resources = Resources(_common.workspace(args))
     if config is not None:
         _warm(config, resources)
@@ -140,6 +142,8 @@ def run(args: argparse.Namespace) -> int:
         print(answer.text if answer else "")
     else:
         print()
+        if answer is not None and answer.text != "".join(streamed).strip():  # attribution repaired or added markers
+            print(f"\ncited: {answer.text}")
     if answer is not None and answer.incomplete:
         print(f"[incomplete: {answer.finish_reason}]")
     for reason in trace.degraded:

@@ -71,10 +71,10 @@ def load_config(args: argparse.Namespace):  # type: ignore[no-untyped-def]
     for assignment in args.set:
         kind, knob, values = _stage_setting(assignment)
         try:
-            validate_stage_values(kind, {knob: values}, "--set")
+            validate_stage_values(kind, {knob: values if len(values) > 1 else values[0]}, "--set")
         except InputError as exc:
             raise InputError(exc.message, field="--set") from None
-        data.setdefault("stages", {}).setdefault(kind, {})[knob] = values
+        data.setdefault("stages", {}).setdefault(kind, {})[knob] = values if len(values) > 1 else values[0]
         flags["stages"] = "--set"
     for name in ("select_split", "report_split", "holdout", "search", "max_trials", "seed"):
         if getattr(args, name) is not None:
@@ -142,9 +142,6 @@ def run(args: argparse.Namespace) -> int:
 
     config = load_config(args)
     baseline = SweepResults.load(config.baseline.path) if config.baseline else None  # read before any work
-    if not config.gates:
-        print("warning: no quality gates, so every trial passes and the cheapest (smallest K) is selected; "
-              "add --gate, e.g. --gate 'recall@10>=0.9'", file=sys.stderr)
     if config.select_split:
         evalset = load_evalset(config.dataset, split=config.select_split)
         report_set, report_name = load_evalset(config.dataset, split=config.report_split), config.report_split
@@ -160,6 +157,9 @@ def run(args: argparse.Namespace) -> int:
         evalset, config, workspace, progress=not args.no_progress,
         runs_dir=out / "runs" if args.save_runs else None, remeasure=args.remeasure,
     )
+    if not config.gates:
+        print("warning: no quality gates, so every trial passes and the cheapest (smallest K) is selected; "
+              "add --gate, e.g. --gate 'recall@10>=0.9'", file=sys.stderr)
     results = outcome.results
     if report_set is not None:
         confirm(outcome, report_set, config, workspace, split=report_name, selection_split=config.select_split or "selection",

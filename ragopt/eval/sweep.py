@@ -29,7 +29,7 @@ from ragopt.eval.runner import best_per_doc, write_trec
 from ragopt.eval.scoring import answer_scores, citation_scores, rank_scores
 from ragopt.eval.search import optuna_search
 from ragopt.eval.space import BaselineConfig, SweepConfig  # noqa: F401  (re-exported: the sweep's config lives here too)
-from ragopt.plan import PlanConfig
+from ragopt.plan import PlanConfig, check_plans
 from ragopt.trace import percentiles
 
 PER_QUERY_ALWAYS = ("ndcg@10", "recall@10")
@@ -196,6 +196,7 @@ def run_sweep(
         _check_answer_metrics(config.answer_metrics)
     gates = check_known(config.gates, names + list(COST_NAMES))
     plans = config.plans()
+    check_plans([plan for _, plan in plans])  # a bad file, model or budget named by a stage: before any work
     keep = set(PER_QUERY_ALWAYS) | {g.metric for g in gates if g.metric in names} | set(config.baseline.metrics if config.baseline and config.baseline.metrics else [])
     own_resources = resources is None
     resources = resources or Resources(workspace)

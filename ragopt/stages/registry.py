@@ -116,9 +116,28 @@ def _build_history(config: Any, ctx: BuildContext) -> Any:
     return SummarizeHistory(config, resources=ctx.resources)
 
 
-register_stage(StageSpec("rewrite", RewriteConfig, _build_rewrite, slot="rewrite", replaces_retrieval=True))
-register_stage(StageSpec("history", HistoryConfig, _build_history, slot="history"))
-register_stage(StageSpec("compress", CompressConfig, _build_compress, slot="compress"))
+def _check_rewrite(config: Any, plan: Any) -> None:
+    from ragopt.stages.rewrite import QueryRewrite
+
+    QueryRewrite(config)  # reads the glossary, finds the model in llm mode
+
+
+def _check_history(config: Any, plan: Any) -> None:
+    from ragopt.stages.history import SummarizeHistory
+
+    SummarizeHistory(config)  # compiles the redaction patterns, finds the model in llm mode
+
+
+def _check_compress(config: Any, plan: Any) -> None:
+    from ragopt.stages.compress import CompressPassages
+
+    CompressPassages(config)  # a token budget below the instructions' size is refused here
+
+
+register_stage(StageSpec("rewrite", RewriteConfig, _build_rewrite, slot="rewrite", replaces_retrieval=True,
+                         check=_check_rewrite))
+register_stage(StageSpec("history", HistoryConfig, _build_history, slot="history", check=_check_history))
+register_stage(StageSpec("compress", CompressConfig, _build_compress, slot="compress", check=_check_compress))
 register_stage(StageSpec("prompt", PromptStageConfig, _build_prompt, slot="prompt"))
 register_stage(StageSpec("generate", GenerateConfig, _build_generate, slot="generate"))
 register_stage(StageSpec("cite", CiteConfig, _build_cite, slot="cite"))

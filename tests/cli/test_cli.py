@@ -259,3 +259,26 @@ def test_sweep_config_with_an_unknown_key_exits_2_naming_it(tmp_path: Path) -> N
     assert done.returncode == 2 and "Traceback" not in done.stderr
     lines = done.stderr.splitlines()
     assert len(lines) == 1 and "chunk_sizez" in lines[0] and str(config) in lines[0]
+
+
+SWEEP_BAD_INPUT = {
+    "baseline-missing": (("--baseline", "/nonexistent/results.json"), "/nonexistent/results.json", "not found"),
+    "empty-glossary": (("--set", "rewrite.glossary={empty}"), "empty.txt", "glossary"),
+    "budget-below-instructions": (("--set", "compress.budget=10"), "budget", "instructions"),
+    "unknown-stage-kind": (("--set", "nope.depth=1,2"), "[--set]", "unknown stage kind 'nope'"),
+    "bad-knob-value": (("--set", "rewrite.mode=rules,sideways"), "[--set]", "sideways"),
+    "split-without-qrels": (("--select-split", "train", "--report-split", "test"), "train", "qrels"),
+}
+
+
+@pytest.mark.parametrize("case", list(SWEEP_BAD_INPUT))
+def test_a_bad_sweep_input_is_one_line_before_any_work(tmp_path: Path, case: str) -> None:
+    flags, where, detail = SWEEP_BAD_INPUT[case]
+    (tmp_path / "empty.txt").write_text("")
+    dataset = write_beir(tmp_path / "tiny")
+    ws = tmp_path / "ws"
+    args = [f.format(empty=tmp_path / "empty.txt") for f in flags]
+    done = ragopt("sweep", "--dataset", str(dataset), "--out", str(tmp_path / "out"), *args, workspace=ws)
+    line = one_line_error(done, "sweep")
+    assert where in line and detail in line, line
+    assert not (tmp_path / "out").exists() and not any(ws.rglob("*"))  # nothing built, cached or written
