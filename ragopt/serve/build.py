@@ -76,7 +76,7 @@ def _http(name: str, base_url: str, model_id: str, opts: ServeOptions) -> Backen
     return Backend(name, [gen.prompt_stage(), gen], f"http:{model_id}:{config.fingerprint()}", config.prompt.prompt_version)
 
 
-def _llama_server(name: str, model: str | None, opts: ServeOptions, stack: ExitStack) -> tuple[Backend, float]:
+def _llama_server(name: str, model: str | None, opts: ServeOptions, stack: ExitStack) -> tuple[Backend, float, Any]:
     from ragopt import capacity
     from ragopt.gguf_meta import model_fingerprint, model_shape, resolve_model
     from ragopt.serve.llama_server import LlamaServer
@@ -85,7 +85,7 @@ def _llama_server(name: str, model: str | None, opts: ServeOptions, stack: ExitS
     server = LlamaServer(path, parallel=opts.parallel, threads=opts.threads, ctx_per_slot=opts.n_ctx)
     stack.enter_context(server)
     kv = capacity.kv_bytes(model_shape(path), opts.n_ctx, "f16")
-    return _http(name, server.base_url, model_fingerprint(path), opts), kv
+    return _http(name, server.base_url, model_fingerprint(path), opts), kv, server
 
 
 def check_options(opts: ServeOptions) -> None:
@@ -126,13 +126,14 @@ def build_service(opts: ServeOptions, workspace: Path, stack: ExitStack) -> RagS
         stack.callback(redis_client.close)
     retrieval, kb_version, retrieval_id = _retrieval(opts, workspace)
     backends: dict[str, Backend] = {}
+    servers: dict[str, Any] = {}
     kv_per_seq = None
     models = {"default": opts.model, **({"small": opts.small_model} if opts.small_model else {})}
     for name, model in models.items():
         if opts.engine == "inprocess":
             backends[name], kv = _inprocess(name, model, opts)
         elif opts.engine == "llama-server":
-            backends[name], kv = _llama_server(name, model, opts, stack)
+            backends[name], kv, servers[name] = _llama_server(name, model, opts, stack)
         elif opts.engine == "http":
             backends[name], kv = _http(name, str(opts.backend_url), model or "remote", opts), None
         else:
@@ -147,5 +148,6 @@ def build_service(opts: ServeOptions, workspace: Path, stack: ExitStack) -> RagS
     stack.callback(caches.close)
     service = RagService(retrieval, backends, ExtractiveGenerator(), settings, caches, kb_version, retrieval_id,
                          redis_client=redis_client, kv_bytes_per_sequence=kv_per_seq)
+    service.servers = servers  # the llama-server children by backend name (health, fault injection in tests)
     service.warm()
     return service

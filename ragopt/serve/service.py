@@ -162,6 +162,7 @@ class RagService:
         self.pipelines = {name: self._answer_pipeline(name, extractive) for name in backends}
         for name, breaker in self.breakers.items():
             self.metrics.watch_breaker(name, lambda b=breaker: b.state)
+        self.servers: dict[str, Any] = {}  # child llama-server processes by backend name, when build_service started them
         self._in_flight = 0
         self._lock = threading.Lock()
 
