@@ -158,7 +158,7 @@ class RagService:
         self.admission = Admission(slots=s.slots, kv_budget_bytes=s.kv_budget_bytes, kv_bytes_per_sequence=kv_bytes_per_sequence,
                                    queue_timeout_s=s.queue_timeout_s, max_queue=s.max_queue)
         self.breakers: dict[str, CircuitBreaker] = {}
-        self.retrieve = Pipeline(list(retrieval)) if retrieval else None
+        self.retrieve = Pipeline([self._retrieval_step(s) for s in retrieval]) if retrieval else None
         self.pipelines = {name: self._answer_pipeline(name, extractive) for name in backends}
         for name, breaker in self.breakers.items():
             self.metrics.watch_breaker(name, lambda b=breaker: b.state)
@@ -166,13 +166,21 @@ class RagService:
         self._in_flight = 0
         self._lock = threading.Lock()
 
+    def _breaker(self, name: str) -> CircuitBreaker:
+        return self.breakers.setdefault(name, CircuitBreaker(name, self.settings.breaker_failures, self.settings.breaker_reset_s))
+
+    def _retrieval_step(self, stage: Any) -> Any:
+        """A reranker runs behind its own breaker and is skipped, visibly, when it fails: the first-stage
+        ranking still answers."""
+        if stage.name.startswith("rerank"):
+            return Step(Guarded(stage, self._breaker(stage.name)), required=False)
+        return stage
+
     def _guarded(self, backend: Backend) -> Guarded:
         stage: Any = Serial(backend.stages, name="generate")
         if self.settings.generate_deadline_s is not None:
             stage = StageDeadline(stage, self.settings.generate_deadline_s)
-        breaker = self.breakers.setdefault(backend.name, CircuitBreaker(
-            backend.name, self.settings.breaker_failures, self.settings.breaker_reset_s))
-        return Guarded(stage, breaker)
+        return Guarded(stage, self._breaker(backend.name))
 
     def _answer_pipeline(self, route: str, extractive: Any) -> Pipeline:
         """prompt + generation of `route`'s backend; on failure the other backends in order, then extractive."""
@@ -184,8 +192,7 @@ class RagService:
 
     def warm(self) -> None:
         """Load models and indexes now, not in the first request's time."""
-        stages = [*(self.retrieve.steps if self.retrieve else [])]
-        for s in [st.stage for st in stages]:
+        for s in [st.stage for st in (self.retrieve.steps if self.retrieve else [])]:
             warm = getattr(s, "warm", None)
             if warm is not None:
                 warm()

@@ -103,3 +103,30 @@ def test_missing_files_are_input_errors_before_any_work(flag: str, tiny_gguf: Pa
     kw = {"model": str(tiny_gguf), "dataset": str(serve_files["dataset"]), flag: str(tmp_path / "missing")}
     with ExitStack() as stack, pytest.raises(InputError, match=f"--{flag}"):
         build_service(ServeOptions(settings=ServeSettings(), **kw), tmp_path, stack)
+
+
+class BrokenReranker:
+    """A reranker that fails on purpose."""
+
+    name, reads, writes = "rerank", ("query", "hits"), ("hits",)
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def run(self, state: RequestState) -> RequestState:
+        self.calls += 1
+        raise TimeoutError("reranker overloaded")
+
+
+def test_a_failing_reranker_is_skipped_behind_its_breaker(tiny_gguf: Path, serve_files: dict[str, Path], tmp_path: Path) -> None:
+    with ExitStack() as stack:
+        service = _service(stack, tiny_gguf, serve_files["dataset"], tmp_path, max_tokens=4,
+                           settings={"breaker_failures": 2, "breaker_reset_s": 60})
+        reranker = BrokenReranker()
+        retrieval = [s.stage for s in service.retrieve.steps] + [reranker]
+        guarded = RagService(retrieval, service.backends, ExtractiveGenerator(), service.settings,
+                             ServeCaches(DiskStore(tmp_path / "c2")), service.kb_version, service.retrieval_id)
+        for _ in range(3):
+            out = guarded.answer("What causes tides?", ACME, AskOptions(realtime=True), RequestHandle())
+            assert out["answer"] and any(d.startswith("rerank:") for d in out["trace"]["degraded"])
+        assert reranker.calls == 2 and guarded.breakers["rerank"].state == "open"  # the third never reached it
