@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -31,6 +33,16 @@ def find_binary(explicit: str | Path | None = None) -> Path | None:
         if c and Path(c).is_file() and os.access(c, os.X_OK):
             return Path(c)
     return None
+
+
+def _die_with_parent() -> None:
+    """Linux: the child gets SIGTERM when its parent dies, so a killed `ragopt serve` leaves no llama-server
+    spinning on the cores (ggml threads of two engines slow each other down many times over). Linux ties
+    this to the thread that started the child: start servers from a long-lived thread (the main one)."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
 
 
 def free_port() -> int:
@@ -92,7 +104,8 @@ class LlamaServer:
         fd, log = tempfile.mkstemp(prefix="llama-server-", suffix=".log")
         self.log_path = Path(log)
         with os.fdopen(fd, "wb") as out:
-            self.process = subprocess.Popen(self.command(), stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+            self.process = subprocess.Popen(self.command(), stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                            preexec_fn=_die_with_parent)
         self.wait_healthy()
         return self
 
