@@ -91,6 +91,7 @@ class Outcome:
     cost: float = 0.0
     cache_hit: bool = False
     saved_tokens: int = 0
+    saved_cost: float = 0.0
     tenant: str | None = None
     error: str | None = None
 
@@ -128,6 +129,7 @@ async def _one(client: Any, spec: LoadSpec, key: str, kind: str, question: str, 
         out.cost, out.tenant = float(trace.get("cost") or 0.0), trace.get("tenant")
         out.cache_hit = bool((trace.get("cache") or {}).get("answer"))
         out.saved_tokens = int(trace.get("saved_tokens") or 0)
+        out.saved_cost = float(trace.get("saved_cost") or 0.0)
         out.status = "timed_out" if trace.get("timed_out") else "ok"
     except TimeoutError:
         out.status, out.error = "timed_out", f"no complete answer within {spec.timeout_s:g} s"
@@ -241,12 +243,13 @@ def summarize(spec: LoadSpec, outcomes: Sequence[Outcome], sent: int, send_windo
     measured = measured_in_flight
     by_tenant: dict[str, dict[str, float]] = {}
     for o in answered:
-        t = by_tenant.setdefault(o.tenant or "-", {"requests": 0, "tokens_in": 0, "tokens_out": 0, "saved_tokens": 0, "cost": 0.0})
+        t = by_tenant.setdefault(o.tenant or "-", {"requests": 0, "tokens_in": 0, "tokens_out": 0, "saved_tokens": 0, "cost": 0.0, "saved_cost": 0.0})
         t["requests"] += 1
         t["tokens_in"] += o.tokens_in
         t["tokens_out"] += o.tokens_out
         t["saved_tokens"] += o.saved_tokens
         t["cost"] += o.cost
+        t["saved_cost"] += o.saved_cost
     errors = [o.error for o in outcomes if o.status == "error" and o.error]
     return {
         "url": spec.url,

@@ -71,7 +71,7 @@ def write_html(report: dict[str, Any], path: str | Path) -> None:
     ]
     tenants = "".join(
         f"<tr><td>{html.escape(t)}</td><td>{v['requests']}</td><td>{v['tokens_in']}</td><td>{v['tokens_out']}</td>"
-        f"<td>{v['saved_tokens']}</td><td>{_fmt(v['cost'])}</td></tr>" for t, v in sorted(report["cost_by_tenant"].items()))
+        f"<td>{v['saved_tokens']}</td><td>{_fmt(v['cost'])}</td><td>{_fmt(v['saved_cost'])}</td></tr>" for t, v in sorted(report["cost_by_tenant"].items()))
     table = "".join(f"<tr><th>{html.escape(k)}</th><td>{html.escape(str(v))}</td></tr>" for k, v in rows)
     mode = f"Poisson {report['rate']}/s" if report["mode"] == "poisson" else f"{report['concurrency']} concurrent clients"
     page = f"""<!doctype html><html><head><meta charset="utf-8"><title>ragopt loadtest</title>
@@ -79,5 +79,5 @@ def write_html(report: dict[str, Any], path: str | Path) -> None:
 th,td{{border:1px solid #e5e7eb;padding:4px 10px;text-align:left}}th{{background:#f9fafb}}</style></head><body>
 <h1>Load test of {html.escape(report['url'])}</h1><p>{html.escape(mode)}, {report['duration_s']:g} s, elapsed {report['elapsed_s']:.1f} s</p>
 <table>{table}</table><h2>Cost by tenant</h2><table><tr><th>tenant</th><th>answered</th><th>tokens in</th><th>tokens out</th>
-<th>tokens saved by cache</th><th>cost</th></tr>{tenants}</table>{''.join(_plots(report))}</body></html>"""
+<th>tokens saved by cache</th><th>cost</th><th>cost saved by cache</th></tr>{tenants}</table>{''.join(_plots(report))}</body></html>"""
     Path(path).write_text(page, encoding="utf-8")

@@ -28,6 +28,7 @@ class ServeMetrics:
         self.cache_hits = Counter("ragopt_cache_hits", "cache hits", ["cache"], registry=r)
         self.cache_misses = Counter("ragopt_cache_misses", "cache misses", ["cache"], registry=r)
         self.saved_tokens = Counter("ragopt_cache_saved_tokens", "model tokens an answer-cache hit saved", ["tenant"], registry=r)
+        self.saved_cost = Counter("ragopt_cache_saved_cost", "cost an answer-cache hit saved (price table)", ["tenant"], registry=r)
         self.rate_limited = Counter("ragopt_rate_limited", "requests refused with 429", ["reason"], registry=r)
         self.timeouts = Counter("ragopt_timeouts", "requests that ran past their deadline", registry=r)
         self.degraded = Counter("ragopt_degraded", "answers from a fallback", registry=r)
@@ -57,6 +58,7 @@ class ServeMetrics:
                 (self.cache_hits if hit else self.cache_misses).labels(cache=cache).inc()
         if trace.get("saved_tokens"):
             self.saved_tokens.labels(tenant=tenant).inc(trace["saved_tokens"])
+            self.saved_cost.labels(tenant=tenant).inc(trace.get("saved_cost") or 0.0)
         if trace.get("degraded"):
             self.degraded.inc()
         if trace.get("timed_out"):

@@ -252,6 +252,7 @@ class RagService:
                 trace = {**base, "cache": {"answer": True, "retrieval": None}, "total_ms": (now - handle.arrival) * 1000,
                          "ttft_ms": (emitted[0] - handle.arrival) * 1000, "tpot_ms": None, "queue_ms": 0.0,
                          "tokens_in": 0, "tokens_out": 0, "saved_tokens": cached.get("tokens", 0), "cost": 0.0,
+                         "saved_cost": cached.get("cost", 0.0),
                          "degraded": [], "timed_out": False, "spans": []}
                 self.metrics.observe(trace, [])
                 return {"answer": cached["answer"], "citations": cached["citations"], "trace": trace}
@@ -317,6 +318,7 @@ class RagService:
             "tokens_out": tokens_out,
             "saved_tokens": 0,
             "cost": self.settings.price.cost(tokens_in, tokens_out, gen_s),
+            "saved_cost": 0.0,
             "degraded": degraded,
             "timed_out": timed_out,
             "cancelled": handle.cancelled,
@@ -330,5 +332,6 @@ class RagService:
         citations = [c.model_dump(mode="json") for c in (answer.citations if answer else [])]
         text = answer.text if answer else ""
         if cacheable and answer is not None and not degraded and not answer.incomplete:
-            self.caches.answers.set(scope, question, {"answer": text, "citations": citations, "tokens": tokens_in + tokens_out})
+            self.caches.answers.set(scope, question, {"answer": text, "citations": citations, "tokens": tokens_in + tokens_out,
+                                                        "cost": trace["cost"]})
         return {"answer": text, "citations": citations, "trace": trace}
