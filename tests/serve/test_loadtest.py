@@ -52,7 +52,7 @@ def test_cli_json_contract(tmp_path: Path) -> None:
 
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
     done = subprocess.run([sys.executable, "-m", "ragopt", "loadtest", "--url", f"http://127.0.0.1:{free_port()}",
-                           "--api-key", "k", "--duration", "0.5", "--concurrency", "2", "--max-requests", "4", "--json",
+                           "--api-key", "k", "--duration", "30", "--concurrency", "2", "--max-requests", "4", "--json",
                            "--no-progress"], capture_output=True, text=True, env=env, timeout=120)
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout)
