@@ -21,7 +21,9 @@ its cache (`timings.cache_n`). A server without `timings` leaves prefill and reu
 
 from __future__ import annotations
 
+import collections
 import json
+import threading
 import time
 from typing import Any, Iterator
 
@@ -58,10 +60,14 @@ class ServerRenderer:
     """Renders and tokenizes with the server's own template and vocabulary (llama-server endpoints);
     falls back to an estimate of one token per 3 characters on a server without them."""
 
-    def __init__(self, client: Any, headers: dict[str, str]):
+    def __init__(self, client: Any, headers: dict[str, str], memo_entries: int = 256):
         self.client = client
         self.headers = headers
         self.exact: bool | None = None  # None until the first call tells
+        # fitting tokenizes the same system-prompt prefixes for every request: remember recent texts
+        self._memo: collections.OrderedDict[str, list[int]] = collections.OrderedDict()
+        self._memo_entries = memo_entries
+        self._lock = threading.Lock()
 
     def render(self, messages: list[dict[str, str]]) -> str:
         if self.exact is not False:
@@ -74,9 +80,18 @@ class ServerRenderer:
 
     def tokenize(self, text: str) -> list[int]:
         if self.exact:
+            with self._lock:
+                if text in self._memo:
+                    self._memo.move_to_end(text)
+                    return self._memo[text]
             r = self.client.post("/tokenize", json={"content": text, "add_special": True, "parse_special": True}, headers=self.headers)
             if r.status_code == 200:
-                return [int(t) for t in r.json()["tokens"]]
+                tokens = [int(t) for t in r.json()["tokens"]]
+                with self._lock:
+                    self._memo[text] = tokens
+                    while len(self._memo) > self._memo_entries:
+                        self._memo.popitem(last=False)
+                return tokens
         # an estimate (never exact ids): 1 token per 3 characters over-counts English text, so a prompt fits
         return list(range((len(text) + 2) // 3))
 
