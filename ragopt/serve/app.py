@@ -1,0 +1,268 @@
+"""The HTTP face of `RagService` (FastAPI): `/v1/ask`, OpenAI-compatible `/v1/chat/completions`, `/healthz`,
+`/metrics`.
+
+Tenant and scopes come only from the API key (`Authorization: Bearer KEY`, mapped in a JSON file); the body
+never names them. Errors: 401 unknown key, 422 malformed body (naming the field), 413 question too long,
+429 with Retry-After (rate limit, quota, no generation slot). Streams are server-sent events: one `token`
+event per piece, then a `done` event whose data is {"answer", "citations", "trace"}. A client that goes
+away cancels its request: the generator stops at its next token.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import time
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any, AsyncIterator
+
+from fastapi import Depends, FastAPI, HTTPException, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, Response, StreamingResponse
+from pydantic import BaseModel, ConfigDict, Field
+
+from ragopt.errors import InputError
+from ragopt.serve.service import AskOptions, Principal, RagService, Refused, RequestHandle
+
+# FastAPI is imported at module level (it reads the endpoints' annotations); only `ragopt serve` imports this.
+
+
+def load_api_keys(path: str | Path) -> dict[str, Principal]:
+    """{"KEY": {"tenant": "acme", "scopes": ["staff"]}, ...} -> key -> Principal; any flaw is an InputError."""
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise InputError("file not found", path=path, field="--api-keys") from None
+    except json.JSONDecodeError as exc:
+        raise InputError(f"invalid JSON: {exc.msg}", path=path, line=exc.lineno, field="--api-keys") from None
+    if not isinstance(data, dict) or not data:
+        raise InputError("expected a JSON object mapping each API key to {\"tenant\": ..., \"scopes\": [...]}", path=path, field="--api-keys")
+    keys = {}
+    for key, entry in data.items():
+        where = f"{key[:4]}..."
+        if not isinstance(entry, dict) or not isinstance(entry.get("tenant"), str) or not entry["tenant"]:
+            raise InputError(f"key {where}: needs a non-empty \"tenant\" string", path=path, field="--api-keys")
+        scopes = entry.get("scopes", [])
+        if not isinstance(scopes, list) or not all(isinstance(s, str) and s for s in scopes):
+            raise InputError(f"key {where}: \"scopes\" must be a list of non-empty strings", path=path, field="--api-keys")
+        unknown = set(entry) - {"tenant", "scopes"}
+        if unknown:
+            raise InputError(f"key {where}: unknown field {sorted(unknown)[0]!r}", path=path, field="--api-keys")
+        key_id = hashlib.sha256(key.encode()).hexdigest()[:12]
+        keys[key] = Principal(key_id=key_id, tenant=entry["tenant"], scopes=tuple(sorted(set(scopes))))
+    return keys
+
+
+class AskBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    question: str = Field(min_length=1)
+    stream: bool = False
+    personal: bool = Field(False, description="depends on who asks beyond tenant and scopes: never cached")
+    realtime: bool = Field(False, description="must be fresh: never cached")
+
+
+class ChatMessage(BaseModel):
+    role: str
+    content: str
+
+
+class ChatBody(BaseModel):
+    model_config = ConfigDict(extra="allow")  # OpenAI clients send many options; the pipeline decides
+
+    messages: list[ChatMessage] = Field(min_length=1)
+    model: str = "ragopt"
+    stream: bool = False
+    user: str | None = None
+
+
+def _sse(event: str, data: Any) -> bytes:
+    return f"event: {event}\ndata: {json.dumps(data, separators=(',', ':'))}\n\n".encode()
+
+
+def create_app(service: RagService, keys: dict[str, Principal], max_workers: int = 256) -> Any:
+    app = FastAPI(title="ragopt serve")
+    pool = ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="ragopt-serve")
+    app.router.on_shutdown.append(lambda: pool.shutdown(wait=False, cancel_futures=True))
+
+    def error(status: int, message: str, endpoint: str, outcome: str, headers: dict[str, str] | None = None, **extra: Any) -> Any:
+        service.metrics.requests.labels(endpoint=endpoint, outcome=outcome).inc()
+        return JSONResponse({"error": message, **extra}, status_code=status, headers=headers)
+
+    @app.exception_handler(RequestValidationError)
+    async def _invalid(request: Request, exc: RequestValidationError) -> Any:
+        first = exc.errors()[0] if exc.errors() else {}
+        loc = [str(p) for p in first.get("loc", ()) if p != "body"]
+        field = ".".join(loc) or "body"
+        return error(422, f"{field}: {first.get('msg', 'invalid body')}", request.url.path, "invalid", field=field)
+
+    def principal_of(request: Request) -> Principal:
+        """A dependency, so an unknown key is 401 before the body is even validated."""
+        auth = request.headers.get("authorization", "")
+        scheme, _, token = auth.partition(" ")
+        principal = keys.get(token.strip()) if scheme.lower() == "bearer" else None
+        if principal is None:
+            service.metrics.requests.labels(endpoint=request.url.path, outcome="unauthorized").inc()
+            raise HTTPException(401, "unknown or missing API key (Authorization: Bearer KEY)")
+        return principal
+
+    @app.exception_handler(HTTPException)
+    async def _http_error(request: Request, exc: HTTPException) -> Any:
+        return JSONResponse({"error": exc.detail}, status_code=exc.status_code, headers=exc.headers)
+
+    async def start(question: str, principal: Principal, options: AskOptions) -> tuple[RequestHandle, asyncio.Queue, Any]:
+        """Run the request in a worker thread; its tokens and its end arrive on the queue."""
+        loop = asyncio.get_running_loop()
+        queue: asyncio.Queue = asyncio.Queue()
+        handle = RequestHandle()
+
+        def on_token(piece: str) -> None:
+            loop.call_soon_threadsafe(queue.put_nowait, ("token", piece))
+
+        def work() -> None:
+            try:
+                out = service.answer(question, principal, options, handle, on_token)
+                loop.call_soon_threadsafe(queue.put_nowait, ("done", out))
+            except BaseException as exc:  # noqa: BLE001 - handed to the event loop, which answers for it
+                loop.call_soon_threadsafe(queue.put_nowait, ("error", exc))
+
+        future = loop.run_in_executor(pool, work)
+        return handle, queue, future
+
+    def refusal(exc: BaseException, endpoint: str) -> Any:
+        if isinstance(exc, Refused):
+            retry = str(max(1, int(exc.retry_after_s + 0.999)))
+            return error(exc.status, exc.reason, endpoint, "rate_limited", headers={"Retry-After": retry})
+        return error(500, f"{type(exc).__name__}: {exc}", endpoint, "error")
+
+    def too_long(question: str, endpoint: str) -> Any:
+        if len(question) > service.settings.max_question_chars:
+            return error(413, f"question of {len(question)} characters; at most {service.settings.max_question_chars}",
+                         endpoint, "too_long", field="question")
+        return None
+
+    async def first_event(queue: asyncio.Queue, handle: RequestHandle, request: Request) -> tuple[str, Any] | None:
+        """The first token or the end; None when the client left first (the request is then cancelled)."""
+        while True:
+            try:
+                return await asyncio.wait_for(queue.get(), timeout=0.25)
+            except asyncio.TimeoutError:
+                if await request.is_disconnected():
+                    handle.cancel()
+                    return None
+
+    async def run_request(request: Request, principal: Principal, question: str, options: AskOptions, stream: bool,
+                          endpoint: str, render: Any) -> Any:
+        refused = too_long(question, endpoint)
+        if refused is not None:
+            return refused
+        handle, queue, _ = await start(question, principal, options)
+        first = await first_event(queue, handle, request)
+        if first is None:
+            service.metrics.requests.labels(endpoint=endpoint, outcome="cancelled").inc()
+            return Response(status_code=499)
+        if first[0] == "error":
+            return refusal(first[1], endpoint)
+        if not stream:
+            event = first
+            while event[0] == "token":
+                got = await first_event(queue, handle, request)
+                if got is None:
+                    service.metrics.requests.labels(endpoint=endpoint, outcome="cancelled").inc()
+                    return Response(status_code=499)
+                event = got
+            if event[0] == "error":
+                return refusal(event[1], endpoint)
+            service.metrics.requests.labels(endpoint=endpoint, outcome="ok").inc()
+            return JSONResponse(render.whole(event[1]))
+
+        async def events() -> AsyncIterator[bytes]:
+            event = first
+            outcome = "cancelled"
+            try:
+                while True:
+                    kind, data = event
+                    if kind == "token":
+                        yield render.token(data)
+                    elif kind == "done":
+                        outcome = "ok"
+                        for chunk in render.done(data):
+                            yield chunk
+                        return
+                    else:
+                        outcome = "error"
+                        yield _sse("error", {"error": f"{type(data).__name__}: {data}"})
+                        return
+                    event = await queue.get()
+            finally:
+                if outcome == "cancelled":
+                    handle.cancel()  # the client went away mid-stream: stop generating
+                service.metrics.requests.labels(endpoint=endpoint, outcome=outcome).inc()
+
+        return StreamingResponse(events(), media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
+
+    class AskRender:
+        whole = staticmethod(lambda out: out)
+        token = staticmethod(lambda piece: _sse("token", {"text": piece}))
+        done = staticmethod(lambda out: [_sse("done", out)])
+
+    class ChatRender:
+        def __init__(self, model: str):
+            self.id = f"chatcmpl-{uuid.uuid4().hex[:16]}"
+            self.model = model
+            self.created = int(time.time())
+
+        def _chunk(self, delta: dict[str, Any], finish: str | None) -> bytes:
+            body = {"id": self.id, "object": "chat.completion.chunk", "created": self.created, "model": self.model,
+                    "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+            return f"data: {json.dumps(body, separators=(',', ':'))}\n\n".encode()
+
+        def token(self, piece: str) -> bytes:
+            return self._chunk({"content": piece}, None)
+
+        @staticmethod
+        def _finish(out: dict[str, Any]) -> str:
+            return "length" if out["trace"].get("finish_reason") in ("length", "deadline") else "stop"
+
+        @staticmethod
+        def _usage(out: dict[str, Any]) -> dict[str, int]:
+            t = out["trace"]
+            return {"prompt_tokens": t["tokens_in"], "completion_tokens": t["tokens_out"], "total_tokens": t["tokens_in"] + t["tokens_out"]}
+
+        def done(self, out: dict[str, Any]) -> list[bytes]:
+            last = json.loads(self._chunk({}, self._finish(out))[6:])
+            last.update({"usage": self._usage(out), "ragopt": {"citations": out["citations"], "trace": out["trace"]}})
+            return [f"data: {json.dumps(last, separators=(',', ':'))}\n\n".encode(), b"data: [DONE]\n\n"]
+
+        def whole(self, out: dict[str, Any]) -> dict[str, Any]:
+            return {"id": self.id, "object": "chat.completion", "created": self.created, "model": self.model,
+                    "choices": [{"index": 0, "message": {"role": "assistant", "content": out["answer"]},
+                                 "finish_reason": self._finish(out)}],
+                    "usage": self._usage(out), "ragopt": {"citations": out["citations"], "trace": out["trace"]}}
+
+    @app.post("/v1/ask")
+    async def ask(body: AskBody, request: Request, principal: Principal = Depends(principal_of)) -> Any:
+        return await run_request(request, principal, body.question, AskOptions(body.personal, body.realtime), body.stream, "/v1/ask", AskRender)
+
+    @app.post("/v1/chat/completions")
+    async def chat(body: ChatBody, request: Request, principal: Principal = Depends(principal_of)) -> Any:
+        question = next((m.content for m in reversed(body.messages) if m.role == "user"), None)
+        if not question:
+            return error(422, "messages: needs a user message", "/v1/chat/completions", "invalid", field="messages")
+        return await run_request(request, principal, question, AskOptions(), body.stream, "/v1/chat/completions", ChatRender(body.model))
+
+    @app.get("/healthz")
+    async def healthz() -> Any:
+        return {"status": "ok", "in_flight": service.in_flight,
+                "breakers": {name: b.state for name, b in service.breakers.items()}}
+
+    @app.get("/metrics")
+    async def metrics() -> Any:
+        from prometheus_client import CONTENT_TYPE_LATEST
+
+        return Response(service.metrics.render(), media_type=CONTENT_TYPE_LATEST)
+
+    return app

@@ -1,0 +1,310 @@
+"""Guards of the service: rate limits and quotas, circuit breakers, per-stage deadlines, a fallback chain,
+model routing and admission control.
+
+- `RateLimiter`: one token bucket per key ("key:<api key>", "tenant:<tenant>"), in process memory or in
+  Redis (a Lua script makes the refill-and-take atomic, so several serve processes share the buckets).
+  A refusal says how long until a token is back (the 429's Retry-After).
+- `DailyQuota`: model tokens per tenant per UTC day (local dict or Redis INCRBY with expiry).
+- `CircuitBreaker` + `Guarded`: a stage that fails `failures` times in a row opens its breaker; while open,
+  calls fail at once (the pipeline's fallback answers); after `reset_s` one trial call is let through
+  (half-open): success closes the breaker, failure opens it again.
+- `FallbackChain`: the next stages to try when the primary generator fails (a smaller model, then the
+  extractive answer); the pipeline marks the answer degraded.
+- `StageDeadline`: a stage gets at most `seconds` of the request's remaining time.
+- `Router`: short, simple questions go to the small model, the rest to the default.
+- `Admission`: at most min(backend slots, KV budget / KV bytes of one full context) requests generate at
+  once (`ragopt.capacity` arithmetic); the rest wait up to `queue_timeout_s`, then are refused.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any, Sequence
+
+from ragopt.pipeline import RequestState
+
+# KEYS[1] bucket; ARGV: rate/s, burst, now (s), cost. Returns {allowed 0/1, retry_after ms}.
+_BUCKET_LUA = """
+local b = redis.call('HMGET', KEYS[1], 'tokens', 'ts')
+local rate, burst, now, cost = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
+local tokens = tonumber(b[1]) or burst
+local ts = tonumber(b[2]) or now
+tokens = math.min(burst, tokens + math.max(0, now - ts) * rate)
+local allowed, wait = 0, 0
+if tokens >= cost then tokens = tokens - cost; allowed = 1 else wait = math.ceil((cost - tokens) / rate * 1000) end
+redis.call('HSET', KEYS[1], 'tokens', tokens, 'ts', now)
+redis.call('PEXPIRE', KEYS[1], math.ceil(burst / rate * 1000) + 1000)
+return {allowed, wait}
+"""
+
+
+class RateLimiter:
+    """Token buckets: `rate_per_s` refill, `burst` capacity. `take(name)` -> (allowed, retry_after_s)."""
+
+    def __init__(self, rate_per_s: float, burst: float, redis_client: Any = None, prefix: str = "ragopt:bucket:"):
+        if rate_per_s <= 0 or burst < 1:
+            raise ValueError("a bucket needs rate > 0 and burst >= 1")
+        self.rate = rate_per_s
+        self.burst = burst
+        self.redis = redis_client
+        self.prefix = prefix
+        self._script = redis_client.register_script(_BUCKET_LUA) if redis_client is not None else None
+        self._buckets: dict[str, tuple[float, float]] = {}
+        self._lock = threading.Lock()
+
+    def take(self, name: str, cost: float = 1.0) -> tuple[bool, float]:
+        if self._script is not None:
+            allowed, wait_ms = self._script(keys=[self.prefix + name], args=[self.rate, self.burst, time.time(), cost])
+            return bool(allowed), int(wait_ms) / 1000
+        with self._lock:
+            now = time.monotonic()
+            tokens, ts = self._buckets.get(name, (self.burst, now))
+            tokens = min(self.burst, tokens + (now - ts) * self.rate)
+            if tokens >= cost:
+                self._buckets[name] = (tokens - cost, now)
+                return True, 0.0
+            self._buckets[name] = (tokens, now)
+            return False, (cost - tokens) / self.rate
+
+
+class DailyQuota:
+    """Model tokens per tenant per UTC day. `exceeded(tenant)` before a request, `spend(tenant, n)` after."""
+
+    def __init__(self, tokens_per_day: int, redis_client: Any = None, prefix: str = "ragopt:quota:"):
+        self.limit = tokens_per_day
+        self.redis = redis_client
+        self.prefix = prefix
+        self._used: dict[tuple[str, str], int] = {}
+        self._lock = threading.Lock()
+
+    @staticmethod
+    def _day() -> str:
+        return datetime.now(timezone.utc).strftime("%Y-%m-%d")
+
+    @staticmethod
+    def seconds_to_midnight() -> float:
+        now = datetime.now(timezone.utc)
+        return 86400 - (now.hour * 3600 + now.minute * 60 + now.second)
+
+    def used(self, tenant: str) -> int:
+        if self.redis is not None:
+            return int(self.redis.get(f"{self.prefix}{tenant}:{self._day()}") or 0)
+        return self._used.get((tenant, self._day()), 0)
+
+    def exceeded(self, tenant: str) -> bool:
+        return self.used(tenant) >= self.limit
+
+    def spend(self, tenant: str, tokens: int) -> None:
+        if tokens <= 0:
+            return
+        if self.redis is not None:
+            key = f"{self.prefix}{tenant}:{self._day()}"
+            pipe = self.redis.pipeline()
+            pipe.incrby(key, tokens)
+            pipe.expire(key, 2 * 86400)
+            pipe.execute()
+            return
+        with self._lock:
+            k = (tenant, self._day())
+            self._used[k] = self._used.get(k, 0) + tokens
+
+
+class BreakerOpen(RuntimeError):
+    """The backend failed repeatedly; calls are refused until its breaker half-opens."""
+
+
+class CircuitBreaker:
+    CLOSED, OPEN, HALF_OPEN = "closed", "open", "half_open"
+
+    def __init__(self, name: str, failures: int = 3, reset_s: float = 5.0):
+        self.name = name
+        self.failures_to_open = failures
+        self.reset_s = reset_s
+        self.state = self.CLOSED
+        self.consecutive_failures = 0
+        self.opened_at = 0.0
+        self.trial_in_flight = False
+        self.transitions: list[str] = []  # "closed->open", ... (metrics and tests read them)
+        self._lock = threading.Lock()
+
+    def _move(self, to: str) -> None:
+        if to != self.state:
+            self.transitions.append(f"{self.state}->{to}")
+            self.state = to
+
+    def allow(self) -> bool:
+        with self._lock:
+            if self.state == self.OPEN and time.monotonic() - self.opened_at >= self.reset_s:
+                self._move(self.HALF_OPEN)
+            if self.state == self.HALF_OPEN:
+                if self.trial_in_flight:
+                    return False
+                self.trial_in_flight = True
+                return True
+            return self.state == self.CLOSED
+
+    def success(self) -> None:
+        with self._lock:
+            self.consecutive_failures = 0
+            self.trial_in_flight = False
+            self._move(self.CLOSED)
+
+    def failure(self) -> None:
+        with self._lock:
+            self.consecutive_failures += 1
+            self.trial_in_flight = False
+            if self.state == self.HALF_OPEN or self.consecutive_failures >= self.failures_to_open:
+                self.opened_at = time.monotonic()
+                self._move(self.OPEN)
+
+
+class Guarded:
+    """A stage behind a circuit breaker, with the same name and fields. A cancelled or timed-out request
+    (finish_reason "deadline") says nothing about the backend's health and does not count either way."""
+
+    def __init__(self, stage: Any, breaker: CircuitBreaker):
+        self.stage = stage
+        self.breaker = breaker
+        self.name = stage.name
+        self.reads = stage.reads
+        self.writes = stage.writes
+        self.config = getattr(stage, "config", None)
+        warm = getattr(stage, "warm", None)
+        if warm is not None:
+            self.warm = warm
+
+    def run(self, state: RequestState) -> RequestState:
+        if not self.breaker.allow():
+            raise BreakerOpen(f"circuit breaker {self.breaker.name!r} is open")
+        try:
+            state = self.stage.run(state)
+        except Exception:
+            self.breaker.failure()
+            raise
+        self.breaker.success()
+        return state
+
+
+class FallbackChain:
+    """Tries each stage in turn until one answers; `usage.attrs["fallback_used"]` names it and
+    `fallback_errors` lists why the earlier ones did not."""
+
+    def __init__(self, stages: Sequence[Any], name: str = "fallback"):
+        if not stages:
+            raise ValueError("a fallback chain needs at least one stage")
+        self.stages = list(stages)
+        self.name = name
+        self.reads = tuple(dict.fromkeys(r for s in self.stages for r in s.reads))
+        self.writes = tuple(dict.fromkeys(w for s in self.stages for w in s.writes))
+
+    def run(self, state: RequestState) -> RequestState:
+        errors = []
+        for i, stage in enumerate(self.stages):
+            try:
+                state = stage.run(state)
+            except Exception as exc:
+                if i == len(self.stages) - 1:
+                    raise
+                errors.append(f"{stage.name}: {type(exc).__name__}: {exc}")
+                continue
+            state.usage.attrs.update({"fallback_used": stage.name, "fallback_errors": errors})
+            return state
+        raise AssertionError("unreachable")
+
+
+class StageDeadline:
+    """Runs `stage` with the request's deadline tightened to at most `seconds` from now, then restores it."""
+
+    def __init__(self, stage: Any, seconds: float):
+        self.stage = stage
+        self.seconds = seconds
+        self.name = stage.name
+        self.reads = stage.reads
+        self.writes = stage.writes
+        self.config = getattr(stage, "config", None)
+
+    def run(self, state: RequestState) -> RequestState:
+        outer = state.deadline
+        mine = time.monotonic() + self.seconds
+        state.deadline = mine if outer is None else min(outer, mine)
+        try:
+            return self.stage.run(state)
+        finally:
+            if state.deadline == min(mine, outer if outer is not None else mine):
+                state.deadline = outer  # unless a cancel moved it to "now" during the stage: that stays
+
+
+_COMPLEX = re.compile(r"\b(why|how|compare|explain|difference|versus|vs|analy[sz]e|evaluate)\b", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class Router:
+    """`route(question)` -> "small" for a question of at most `small_max_words` words without words that ask
+    for reasoning (why, how, compare, explain...), else "default". `small_max_words=0` routes everything to
+    the default model."""
+
+    small_max_words: int = 0
+
+    def route(self, question: str) -> str:
+        if self.small_max_words > 0 and len(question.split()) <= self.small_max_words and not _COMPLEX.search(question):
+            return "small"
+        return "default"
+
+
+class AdmissionRefused(RuntimeError):
+    def __init__(self, message: str, retry_after_s: float):
+        super().__init__(message)
+        self.retry_after_s = retry_after_s
+
+
+@dataclass
+class Admission:
+    """At most `limit` requests generate at once; the next wait up to `queue_timeout_s` (and at most
+    `max_queue` of them), the others are refused. `limit` = min(backend slots, KV sequences that fit)."""
+
+    slots: int
+    kv_budget_bytes: float | None = None
+    kv_bytes_per_sequence: float | None = None
+    queue_timeout_s: float = 10.0
+    max_queue: int = 64
+    waiting: int = 0
+    in_flight: int = 0
+    _cond: threading.Condition = field(default_factory=threading.Condition)
+
+    @property
+    def limit(self) -> int:
+        limit = self.slots
+        if self.kv_budget_bytes is not None and self.kv_bytes_per_sequence:
+            from ragopt.capacity import MemoryBudget, max_concurrent_sequences
+
+            budget = MemoryBudget(total_bytes=self.kv_budget_bytes, margin_fraction=0.0)
+            limit = min(limit, max_concurrent_sequences(budget, self.kv_bytes_per_sequence))
+        return max(limit, 0)
+
+    def enter(self, timeout_s: float | None = None) -> float:
+        """Wait for a place; returns the seconds waited, or raises AdmissionRefused."""
+        t0 = time.monotonic()
+        timeout = self.queue_timeout_s if timeout_s is None else min(timeout_s, self.queue_timeout_s)
+        with self._cond:
+            if self.limit == 0:
+                raise AdmissionRefused("no request fits the KV budget", retry_after_s=60.0)
+            if self.in_flight >= self.limit and self.waiting >= self.max_queue:
+                raise AdmissionRefused(f"{self.waiting} requests already wait", retry_after_s=1.0)
+            self.waiting += 1
+            try:
+                ok = self._cond.wait_for(lambda: self.in_flight < self.limit, timeout=max(timeout, 0.0))
+            finally:
+                self.waiting -= 1
+            if not ok:
+                raise AdmissionRefused(f"no generation slot within {timeout:.1f} s", retry_after_s=1.0)
+            self.in_flight += 1
+        return time.monotonic() - t0
+
+    def leave(self) -> None:
+        with self._cond:
+            self.in_flight -= 1
+            self._cond.notify()

@@ -1,0 +1,303 @@
+"""`ragopt loadtest`: drive a `ragopt serve` (or any service with its /v1/ask) over HTTP and report what users
+would feel.
+
+Arrivals are Poisson at `rate` requests/s (open loop: a slow server does not slow the arrivals) or come from
+`concurrency` clients that each send the next request when the last one ends (closed loop). Questions mix
+short ones and long ones (`long_fraction`). Sending stops after `duration_s` or `max_requests`; requests
+still running then are awaited (each bounded by `timeout_s`), so every request sent is counted exactly once:
+ok, rate_limited (429), timed_out (client timeout, or the server's deadline cut the answer), or errors.
+
+Little's law: the arrival rate over the sending window x the mean latency predicts the mean number of requests
+in flight; the measurement is the time-average of the in-flight count over the same window, integrated
+exactly at every change (sampling it from the same event loop would be biased toward idle moments, when
+the loop is free to wake a sampler).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+import time
+from dataclasses import asdict, dataclass
+from typing import Any, Callable, Sequence
+
+from ragopt.errors import InputError
+from ragopt.trace import percentiles
+
+SHORT_QUESTIONS = (
+    "What causes ocean tides?",
+    "What makes bread dough rise?",
+    "Who lays the eggs in a bee hive?",
+    "How does a vaccine work?",
+    "What is a black hole?",
+    "How do glaciers form?",
+)
+LONG_PREAMBLE = (
+    "I am preparing a detailed briefing for a group of students and I want to be sure that every statement is "
+    "supported by the sources, so please read the passages carefully, compare what they say, point out any "
+    "disagreement between them, and explain the mechanism step by step in plain language before answering. "
+)
+
+
+@dataclass(frozen=True)
+class LoadSpec:
+    url: str
+    api_keys: tuple[str, ...]
+    duration_s: float
+    rate: float | None = None  # Poisson arrivals per second (open loop)
+    concurrency: int | None = None  # closed-loop clients
+    max_requests: int | None = None
+    long_fraction: float = 0.3
+    questions: tuple[str, ...] = SHORT_QUESTIONS
+    timeout_s: float = 60.0
+    stream: bool = True
+    seed: int = 0
+
+    def check(self) -> None:
+        if (self.rate is None) == (self.concurrency is None):
+            raise InputError("give exactly one of --rate and --concurrency", field="--rate")
+        if self.rate is not None and self.rate <= 0:
+            raise InputError(f"must be > 0, got {self.rate}", field="--rate")
+        if self.concurrency is not None and self.concurrency < 1:
+            raise InputError(f"must be >= 1, got {self.concurrency}", field="--concurrency")
+        if self.duration_s <= 0:
+            raise InputError(f"must be > 0, got {self.duration_s}", field="--duration")
+        if self.max_requests is not None and self.max_requests < 1:
+            raise InputError(f"must be >= 1, got {self.max_requests}", field="--max-requests")
+        if not 0 <= self.long_fraction <= 1:
+            raise InputError(f"must be within 0..1, got {self.long_fraction}", field="--long-fraction")
+        if self.timeout_s <= 0:
+            raise InputError(f"must be > 0, got {self.timeout_s}", field="--timeout")
+        if not self.url.startswith(("http://", "https://")):
+            raise InputError(f"must be an http(s) URL, got {self.url!r}", field="--url")
+        if not self.api_keys:
+            raise InputError("at least one API key is needed", field="--api-key")
+
+
+@dataclass
+class Outcome:
+    kind: str  # "short" / "long"
+    start_s: float  # from the start of the test
+    end_s: float = 0.0
+    status: str = "error"  # ok / rate_limited / timed_out / error
+    http_status: int | None = None
+    ttft_ms: float | None = None  # client-side: request sent -> first token event
+    server_ttft_ms: float | None = None
+    tpot_ms: float | None = None
+    queue_ms: float | None = None
+    tokens_in: int = 0
+    tokens_out: int = 0
+    cost: float = 0.0
+    cache_hit: bool = False
+    saved_tokens: int = 0
+    saved_cost: float = 0.0
+    tenant: str | None = None
+    error: str | None = None
+
+    @property
+    def latency_ms(self) -> float:
+        return (self.end_s - self.start_s) * 1000
+
+
+def _question(rng: random.Random, spec: LoadSpec) -> tuple[str, str]:
+    q = rng.choice(spec.questions)
+    if rng.random() < spec.long_fraction:
+        return "long", LONG_PREAMBLE * 2 + q
+    return "short", q
+
+
+async def _one(client: Any, spec: LoadSpec, key: str, kind: str, question: str, t0: float) -> Outcome:
+    import httpx
+
+    out = Outcome(kind=kind, start_s=time.perf_counter() - t0)
+    sent = time.perf_counter()
+    headers = {"Authorization": f"Bearer {key}"}
+    try:
+        async with asyncio.timeout(spec.timeout_s):
+            async with client.stream("POST", "/v1/ask", json={"question": question, "stream": spec.stream}, headers=headers) as r:
+                out.http_status = r.status_code
+                if r.status_code != 200:
+                    body = (await r.aread()).decode(errors="replace")
+                    out.status = "rate_limited" if r.status_code == 429 else "error"
+                    out.error = None if r.status_code == 429 else f"HTTP {r.status_code}: {body[:200]}"
+                    return out
+                final = await _read_answer(r, spec.stream, lambda: setattr(out, "ttft_ms", out.ttft_ms or (time.perf_counter() - sent) * 1000))
+        trace = final.get("trace") or {}
+        out.server_ttft_ms, out.tpot_ms, out.queue_ms = trace.get("ttft_ms"), trace.get("tpot_ms"), trace.get("queue_ms")
+        out.tokens_in, out.tokens_out = int(trace.get("tokens_in") or 0), int(trace.get("tokens_out") or 0)
+        out.cost, out.tenant = float(trace.get("cost") or 0.0), trace.get("tenant")
+        out.cache_hit = bool((trace.get("cache") or {}).get("answer"))
+        out.saved_tokens = int(trace.get("saved_tokens") or 0)
+        out.saved_cost = float(trace.get("saved_cost") or 0.0)
+        out.status = "timed_out" if trace.get("timed_out") else "ok"
+    except TimeoutError:
+        out.status, out.error = "timed_out", f"no complete answer within {spec.timeout_s:g} s"
+    except (httpx.HTTPError, ValueError, KeyError) as exc:
+        out.status, out.error = "error", f"{type(exc).__name__}: {exc}"
+    finally:
+        out.end_s = time.perf_counter() - t0
+    return out
+
+
+async def _read_answer(r: Any, stream: bool, first_token: Callable[[], None]) -> dict[str, Any]:
+    if not stream:
+        first_token()
+        return json.loads(await r.aread())
+    event = None
+    async for line in r.aiter_lines():
+        if line.startswith("event:"):
+            event = line[6:].strip()
+        elif line.startswith("data:"):
+            if event == "token":
+                first_token()
+            elif event == "done":
+                return json.loads(line[5:])
+            elif event == "error":
+                raise ValueError(f"server error event: {line[5:200]}")
+    raise ValueError("the stream ended without a done event")
+
+
+async def run_load(spec: LoadSpec, progress: Callable[[Outcome], None] | None = None) -> dict[str, Any]:
+    import httpx
+
+    spec.check()
+    rng = random.Random(spec.seed)
+    limits = httpx.Limits(max_connections=None, max_keepalive_connections=64)
+    outcomes: list[Outcome] = []
+    in_flight = 0
+    area = 0.0  # integral of the in-flight count over time, up to the end of the sending window
+    last_change = 0.0
+    t0 = time.perf_counter()
+    stop_at = t0 + spec.duration_s
+    sent = 0
+    sending = True
+
+    def may_send() -> bool:
+        return time.perf_counter() < stop_at and (spec.max_requests is None or sent < spec.max_requests)
+
+    async with httpx.AsyncClient(base_url=spec.url.rstrip("/"), timeout=httpx.Timeout(spec.timeout_s), limits=limits) as client:
+
+        def count(delta: int) -> None:
+            nonlocal in_flight, area, last_change
+            now = time.perf_counter() - t0
+            if sending:
+                area += in_flight * (now - last_change)
+                last_change = now
+            in_flight += delta
+
+        async def tracked(key: str) -> None:
+            kind, question = _question(rng, spec)
+            count(+1)
+            try:
+                outcome = await _one(client, spec, key, kind, question, t0)
+            finally:
+                count(-1)
+            outcomes.append(outcome)
+            if progress is not None:
+                progress(outcome)
+
+        tasks: list[asyncio.Task] = []
+        if spec.rate is not None:
+            next_at = t0
+            while True:
+                # absolute arrival times: time spent sending does not slow the Poisson process down
+                await asyncio.sleep(max(0.0, next_at - time.perf_counter()))
+                if not may_send():
+                    break
+                tasks.append(asyncio.create_task(tracked(spec.api_keys[sent % len(spec.api_keys)])))
+                sent += 1
+                next_at += rng.expovariate(spec.rate)
+        else:
+
+            async def client_loop(i: int) -> None:
+                nonlocal sent
+                while may_send():
+                    sent += 1
+                    await tracked(spec.api_keys[i % len(spec.api_keys)])
+
+            tasks = [asyncio.create_task(client_loop(i)) for i in range(int(spec.concurrency or 1))]
+        if spec.rate is not None:
+            count(0)
+            sending = False
+            send_window = time.perf_counter() - t0  # the last arrival (or the duration)
+            await asyncio.gather(*tasks)
+        else:
+            await asyncio.wait(tasks, timeout=max(stop_at - time.perf_counter(), 0.0))
+            count(0)
+            sending = False
+            send_window = time.perf_counter() - t0
+            await asyncio.gather(*tasks)
+    elapsed = time.perf_counter() - t0
+    return summarize(spec, outcomes, sent, send_window, elapsed, area / send_window if send_window > 0 else 0.0)
+
+
+def summarize(spec: LoadSpec, outcomes: Sequence[Outcome], sent: int, send_window: float, elapsed: float,
+              measured_in_flight: float) -> dict[str, Any]:
+    counts = {s: sum(o.status == s for o in outcomes) for s in ("ok", "rate_limited", "timed_out", "error")}
+    answered = [o for o in outcomes if o.status == "ok"]
+    n = max(len(outcomes), 1)
+    arrival_rate = sent / send_window if send_window > 0 else 0.0
+    mean_latency_s = sum(o.latency_ms for o in outcomes) / 1000 / n if outcomes else 0.0
+    predicted = arrival_rate * mean_latency_s
+    measured = measured_in_flight
+    by_tenant: dict[str, dict[str, float]] = {}
+    for o in answered:
+        t = by_tenant.setdefault(o.tenant or "-", {"requests": 0, "tokens_in": 0, "tokens_out": 0, "saved_tokens": 0, "cost": 0.0, "saved_cost": 0.0})
+        t["requests"] += 1
+        t["tokens_in"] += o.tokens_in
+        t["tokens_out"] += o.tokens_out
+        t["saved_tokens"] += o.saved_tokens
+        t["cost"] += o.cost
+        t["saved_cost"] += o.saved_cost
+    errors = [o.error for o in outcomes if o.status == "error" and o.error]
+    return {
+        "url": spec.url,
+        "mode": "poisson" if spec.rate is not None else "closed_loop",
+        "rate": spec.rate,
+        "concurrency": spec.concurrency,
+        "duration_s": spec.duration_s,
+        "elapsed_s": elapsed,
+        "sent": sent,
+        "ok": counts["ok"],
+        "rate_limited": counts["rate_limited"],
+        "timed_out": counts["timed_out"],
+        "errors": counts["error"],
+        "lost": sent - len(outcomes),
+        "achieved_qps": counts["ok"] / elapsed if elapsed else 0.0,
+        "offered_qps": arrival_rate,
+        "error_rate": counts["error"] / n,
+        "timeout_rate": counts["timed_out"] / n,
+        "rate_limited_rate": counts["rate_limited"] / n,
+        "latency_ms": percentiles(o.latency_ms for o in answered),
+        "ttft_ms": percentiles(o.ttft_ms for o in answered if o.ttft_ms is not None),
+        "server_ttft_ms": percentiles(o.server_ttft_ms for o in answered if o.server_ttft_ms is not None),
+        "tpot_ms": percentiles(o.tpot_ms for o in answered if o.tpot_ms is not None),
+        "queue_ms": percentiles(o.queue_ms for o in answered if o.queue_ms is not None),
+        "by_kind": {k: {"sent": sum(o.kind == k for o in outcomes),
+                        "latency_ms": percentiles(o.latency_ms for o in answered if o.kind == k)} for k in ("short", "long")},
+        "cache_hit_rate": sum(o.cache_hit for o in answered) / len(answered) if answered else 0.0,
+        "tokens_per_request": {"in": sum(o.tokens_in for o in answered) / max(len(answered), 1),
+                               "out": sum(o.tokens_out for o in answered) / max(len(answered), 1)},
+        "cost_per_request": sum(o.cost for o in answered) / max(len(answered), 1),
+        "cost_by_tenant": by_tenant,
+        "littles_law": {"arrival_rate": arrival_rate, "mean_latency_s": mean_latency_s, "predicted_in_flight": predicted,
+                        "measured_in_flight": measured, "ratio": measured / predicted if predicted else None,
+                        "window_s": send_window},
+        "error_examples": sorted(set(errors))[:5],
+        "requests": [asdict(o) | {"latency_ms": o.latency_ms} for o in outcomes],
+    }
+
+
+def run(spec: LoadSpec, progress_bar: bool = True) -> dict[str, Any]:
+    """Run the load test (blocking), with a tqdm progress bar on stderr counting finished requests."""
+    from tqdm import tqdm
+
+    total = spec.max_requests or (int(spec.rate * spec.duration_s) if spec.rate else None)
+    with tqdm(total=total, desc="requests", unit="req", disable=not progress_bar, leave=False) as bar:
+
+        def tick(o: Outcome) -> None:
+            bar.update(1)
+            bar.set_postfix_str(f"last {o.status} {o.latency_ms:.0f} ms", refresh=False)
+
+        return asyncio.run(run_load(spec, tick))

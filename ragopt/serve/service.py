@@ -1,0 +1,337 @@
+"""The serving core behind the HTTP app: one request from API key to answer, through the guards and caches.
+
+    rate limits (key, tenant) and daily quota -> 429
+    route (default or small model) -> answer cache -> retrieval cache or retrieval -> admission (slots, KV)
+    -> prompt + generation behind a circuit breaker, with fallbacks (small model, extractive) -> caches, cost
+
+Everything here is synchronous (stages are); the app runs `answer` in a worker thread. A `RequestHandle`
+lets the app cancel a request whose client went away: the request's deadline becomes "now", which every
+generator checks once per token.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Sequence
+
+from pydantic import Field
+
+from ragopt.config import StrictModel
+from ragopt.pipeline import REQUEST_INPUTS, Pipeline, RequestState, Step
+from ragopt.serve.caches import CacheScope, ServeCaches
+from ragopt.serve.guards import Admission, CircuitBreaker, DailyQuota, FallbackChain, Guarded, RateLimiter, Router, StageDeadline
+from ragopt.serve.metrics import ServeMetrics
+from ragopt.types import Hit, Query
+
+
+class PriceTable(StrictModel):
+    """Cost of a request: per 1k model tokens (an API model) and/or per second of generation (a local model
+    on hardware rented at `hourly`)."""
+
+    input_per_1k: float = Field(0.0, ge=0)
+    output_per_1k: float = Field(0.0, ge=0)
+    hourly: float = Field(0.0, ge=0, description="price of the serving machine per hour, charged per generation second")
+
+    def cost(self, tokens_in: int, tokens_out: int, generation_s: float) -> float:
+        return tokens_in / 1000 * self.input_per_1k + tokens_out / 1000 * self.output_per_1k + generation_s * self.hourly / 3600
+
+
+class ServeSettings(StrictModel):
+    deadline_s: float = Field(60.0, gt=0, description="per request")
+    generate_deadline_s: float | None = Field(None, gt=0, description="per generation stage (None: the request's)")
+    max_question_chars: int = Field(4000, gt=0, description="longer questions get 413")
+    key_rate_per_s: float = Field(50.0, gt=0)
+    key_burst: float = Field(100.0, ge=1)
+    tenant_rate_per_s: float = Field(100.0, gt=0)
+    tenant_burst: float = Field(200.0, ge=1)
+    daily_tokens_per_tenant: int | None = Field(None, gt=0)
+    answer_ttl_s: float = Field(3600.0, gt=0)
+    retrieval_ttl_s: float = Field(3600.0, gt=0)
+    slots: int = Field(1, ge=1, description="requests generating at once (llama-server --parallel)")
+    kv_budget_bytes: int | None = Field(None, gt=0)
+    queue_timeout_s: float = Field(30.0, gt=0)
+    max_queue: int = Field(64, ge=0)
+    breaker_failures: int = Field(3, ge=1)
+    breaker_reset_s: float = Field(5.0, gt=0)
+    small_max_words: int = Field(0, ge=0, description="route questions this short to the small model (0: off)")
+    price: PriceTable = PriceTable()
+
+
+@dataclass
+class Backend:
+    """A generation backend: the stages from fitted prompt to answer, and what identifies its answers."""
+
+    name: str
+    stages: Sequence[Any]  # [prompt stage, generator] (or a generator that builds its own prompt)
+    model_id: str  # fingerprint of weights + settings: part of every answer-cache key
+    prompt_version: str
+
+
+class Serial:
+    """Stages run one after another as one stage (a backend's prompt + generation behind one breaker)."""
+
+    def __init__(self, stages: Sequence[Any], name: str):
+        self.stages = list(stages)
+        self.name = name
+        written: set[str] = set()
+        reads: list[str] = []
+        for s in self.stages:
+            reads += [r for r in s.reads if r not in written]
+            written |= set(s.writes)
+        self.reads = tuple(dict.fromkeys(reads))
+        self.writes = tuple(dict.fromkeys(w for s in self.stages for w in s.writes))
+
+    def warm(self) -> None:
+        for s in self.stages:
+            warm = getattr(s, "warm", None)
+            if warm is not None:
+                warm()
+
+    def run(self, state: RequestState) -> RequestState:
+        for s in self.stages:
+            state = s.run(state)
+        return state
+
+
+class Refused(Exception):
+    """A request refused before any work: 429 (rate limit, quota, admission) with Retry-After."""
+
+    def __init__(self, reason: str, retry_after_s: float, status: int = 429):
+        super().__init__(reason)
+        self.reason = reason
+        self.retry_after_s = retry_after_s
+        self.status = status
+
+
+@dataclass
+class Principal:
+    key_id: str  # a short hash of the API key, never the key itself
+    tenant: str
+    scopes: tuple[str, ...]
+
+
+@dataclass
+class AskOptions:
+    personal: bool = False
+    realtime: bool = False
+
+
+@dataclass
+class RequestHandle:
+    """Created by the app per request; `cancel()` stops its generation at the next token."""
+
+    arrival: float = field(default_factory=time.perf_counter)
+    state: RequestState | None = None
+    cancelled: bool = False
+
+    def cancel(self) -> None:
+        self.cancelled = True
+        if self.state is not None:
+            self.state.deadline = time.monotonic() - 1.0
+
+
+class RagService:
+    def __init__(
+        self,
+        retrieval: Sequence[Any],
+        backends: dict[str, Backend],
+        extractive: Any,
+        settings: ServeSettings,
+        caches: ServeCaches,
+        kb_version: str,
+        retrieval_id: str,
+        redis_client: Any = None,
+        kv_bytes_per_sequence: float | None = None,
+    ):
+        self.settings = s = settings
+        self.caches = caches
+        self.kb_version = kb_version
+        self.retrieval_id = retrieval_id
+        self.backends = backends
+        self.metrics = ServeMetrics()
+        self.key_limiter = RateLimiter(s.key_rate_per_s, s.key_burst, redis_client, prefix="ragopt:bucket:key:")
+        self.tenant_limiter = RateLimiter(s.tenant_rate_per_s, s.tenant_burst, redis_client, prefix="ragopt:bucket:tenant:")
+        self.quota = DailyQuota(s.daily_tokens_per_tenant, redis_client) if s.daily_tokens_per_tenant else None
+        self.router = Router(s.small_max_words if "small" in backends else 0)
+        self.admission = Admission(slots=s.slots, kv_budget_bytes=s.kv_budget_bytes, kv_bytes_per_sequence=kv_bytes_per_sequence,
+                                   queue_timeout_s=s.queue_timeout_s, max_queue=s.max_queue)
+        self.breakers: dict[str, CircuitBreaker] = {}
+        self.retrieve = Pipeline([self._retrieval_step(s) for s in retrieval]) if retrieval else None
+        self.pipelines = {name: self._answer_pipeline(name, extractive) for name in backends}
+        for name, breaker in self.breakers.items():
+            self.metrics.watch_breaker(name, lambda b=breaker: b.state)
+        self.servers: dict[str, Any] = {}  # child llama-server processes by backend name, when build_service started them
+        self._in_flight = 0
+        self._lock = threading.Lock()
+
+    def _breaker(self, name: str) -> CircuitBreaker:
+        return self.breakers.setdefault(name, CircuitBreaker(name, self.settings.breaker_failures, self.settings.breaker_reset_s))
+
+    def _retrieval_step(self, stage: Any) -> Any:
+        """A reranker runs behind its own breaker and is skipped, visibly, when it fails: the first-stage
+        ranking still answers."""
+        if stage.name.startswith("rerank"):
+            return Step(Guarded(stage, self._breaker(stage.name)), required=False)
+        return stage
+
+    def _guarded(self, backend: Backend) -> Guarded:
+        stage: Any = Serial(backend.stages, name="generate")
+        if self.settings.generate_deadline_s is not None:
+            stage = StageDeadline(stage, self.settings.generate_deadline_s)
+        return Guarded(stage, self._breaker(backend.name))
+
+    def _answer_pipeline(self, route: str, extractive: Any) -> Pipeline:
+        """prompt + generation of `route`'s backend; on failure the other backends in order, then extractive."""
+        others = [self._guarded(self.backends[n]) for n in self.backends if n != route]
+        for g in others:
+            g.name = f"generate.{g.breaker.name}"
+        fallback = FallbackChain([*others, extractive], name="fallback") if others else extractive
+        return Pipeline([Step(self._guarded(self.backends[route]), fallback=fallback)], inputs=(*REQUEST_INPUTS, "hits"))
+
+    def warm(self) -> None:
+        """Load models and indexes now, not in the first request's time."""
+        for s in [st.stage for st in (self.retrieve.steps if self.retrieve else [])]:
+            warm = getattr(s, "warm", None)
+            if warm is not None:
+                warm()
+        for backend in self.backends.values():
+            Serial(backend.stages, "warm").warm()
+
+    @property
+    def in_flight(self) -> int:
+        return self._in_flight
+
+    def check_limits(self, principal: Principal) -> None:
+        ok, wait = self.key_limiter.take(principal.key_id)
+        if not ok:
+            self.metrics.rate_limited.labels(reason="key").inc()
+            raise Refused("rate limit of this API key", wait)
+        ok, wait = self.tenant_limiter.take(principal.tenant)
+        if not ok:
+            self.metrics.rate_limited.labels(reason="tenant").inc()
+            raise Refused("rate limit of this tenant", wait)
+        if self.quota is not None and self.quota.exceeded(principal.tenant):
+            self.metrics.rate_limited.labels(reason="quota").inc()
+            raise Refused("daily token quota of this tenant is spent", self.quota.seconds_to_midnight())
+
+    def answer(self, question: str, principal: Principal, options: AskOptions, handle: RequestHandle,
+               on_token: Callable[[str], None] | None = None) -> dict[str, Any]:
+        """Answer one request; returns {"answer", "citations", "trace"}. Raises Refused before any work."""
+        self.check_limits(principal)
+        with self._lock:
+            self._in_flight += 1
+            self.metrics.in_flight.set(self._in_flight)
+        try:
+            return self._answer(question, principal, options, handle, on_token)
+        finally:
+            with self._lock:
+                self._in_flight -= 1
+                self.metrics.in_flight.set(self._in_flight)
+
+    def _answer(self, question: str, principal: Principal, options: AskOptions, handle: RequestHandle,
+                on_token: Callable[[str], None] | None) -> dict[str, Any]:
+        route = self.router.route(question)
+        backend = self.backends[route]
+        cacheable = self.caches.enabled and self.caches.cacheable(options.personal, options.realtime)
+        scope = CacheScope(principal.tenant, principal.scopes, backend.model_id, backend.prompt_version, self.kb_version)
+        emitted: list[float] = []
+
+        def emit(piece: str) -> None:
+            emitted.append(time.perf_counter())
+            if on_token is not None:
+                on_token(piece)
+
+        base = {"tenant": principal.tenant, "route": route, "model": backend.model_id, "kb_version": self.kb_version}
+        if cacheable:
+            cached = self.caches.answers.get(scope, question)
+            if cached is not None:
+                emit(cached["answer"])
+                now = time.perf_counter()
+                trace = {**base, "cache": {"answer": True, "retrieval": None}, "total_ms": (now - handle.arrival) * 1000,
+                         "ttft_ms": (emitted[0] - handle.arrival) * 1000, "tpot_ms": None, "queue_ms": 0.0,
+                         "tokens_in": 0, "tokens_out": 0, "saved_tokens": cached.get("tokens", 0), "cost": 0.0,
+                         "saved_cost": cached.get("cost", 0.0),
+                         "degraded": [], "timed_out": False, "spans": []}
+                self.metrics.observe(trace, [])
+                return {"answer": cached["answer"], "citations": cached["citations"], "trace": trace}
+
+        state = RequestState(query=Query(text=question, tenant=principal.tenant, scopes=principal.scopes),
+                             deadline=time.monotonic() + self.settings.deadline_s, on_token=emit)
+        if hasattr(state, "arrival"):
+            state.arrival = handle.arrival
+        handle.state = state
+        if handle.cancelled:
+            handle.cancel()
+        spans: list[Any] = []
+        degraded: list[str] = []
+        retrieval_hit = None
+        if self.retrieve is not None:
+            retrieval_scope = CacheScope(principal.tenant, principal.scopes, self.retrieval_id, "", self.kb_version)
+            hits = self.caches.retrieval.get(retrieval_scope, question) if cacheable else None
+            retrieval_hit = hits is not None if cacheable else None
+            if hits is not None:
+                state.hits = [Hit.model_validate(h) for h in hits]
+            else:
+                result = self.retrieve.run_state(state)
+                spans += result.trace.spans
+                degraded += result.trace.degraded
+                if cacheable and not result.trace.degraded:
+                    self.caches.retrieval.set(retrieval_scope, question, [h.model_dump(mode="json") for h in state.hits])
+
+        from ragopt.serve.guards import AdmissionRefused
+
+        try:
+            waited = self.admission.enter(timeout_s=state.remaining_s())
+        except AdmissionRefused as exc:
+            self.metrics.rate_limited.labels(reason="admission").inc()
+            raise Refused(str(exc), exc.retry_after_s) from None
+        try:
+            result = self.pipelines[route].run_state(state)
+        finally:
+            self.admission.leave()
+        spans += result.trace.spans
+        degraded += result.trace.degraded
+        answer = result.answer
+        attrs: dict[str, Any] = {}
+        for s in result.trace.spans:
+            attrs.update({k: v for k, v in s.usage.attrs.items() if v is not None})
+        tokens_in = sum(s.usage.tokens_in for s in result.trace.spans)
+        tokens_out = sum(s.usage.tokens_out for s in result.trace.spans)
+        gen_s = sum(s.ms for s in result.trace.spans) / 1000
+        now = time.perf_counter()
+        tpot = attrs.get("tpot_ms")
+        if tpot is None and len(emitted) > 1:
+            tpot = (emitted[-1] - emitted[0]) * 1000 / (len(emitted) - 1)
+        timed_out = bool(answer is not None and answer.finish_reason == "deadline" and not handle.cancelled)
+        trace = {
+            **base,
+            "cache": {"answer": False if cacheable else None, "retrieval": retrieval_hit},
+            "total_ms": (now - handle.arrival) * 1000,
+            "ttft_ms": (emitted[0] - handle.arrival) * 1000 if emitted else None,
+            "tpot_ms": tpot,
+            "queue_ms": waited * 1000 + float(attrs.get("queue_ms") or 0.0),
+            "prefill_ms": attrs.get("prefill_ms"),
+            "reused_tokens": attrs.get("reused_tokens"),
+            "tokens_in": tokens_in,
+            "tokens_out": tokens_out,
+            "saved_tokens": 0,
+            "cost": self.settings.price.cost(tokens_in, tokens_out, gen_s),
+            "saved_cost": 0.0,
+            "degraded": degraded,
+            "timed_out": timed_out,
+            "cancelled": handle.cancelled,
+            "finish_reason": answer.finish_reason if answer else None,
+            "generator": answer.generator if answer else None,
+            "spans": [s.model_dump(mode="json") for s in spans],
+        }
+        self.metrics.observe(trace, spans)
+        if self.quota is not None:
+            self.quota.spend(principal.tenant, tokens_in + tokens_out)
+        citations = [c.model_dump(mode="json") for c in (answer.citations if answer else [])]
+        text = answer.text if answer else ""
+        if cacheable and answer is not None and not degraded and not answer.incomplete:
+            self.caches.answers.set(scope, question, {"answer": text, "citations": citations, "tokens": tokens_in + tokens_out,
+                                                        "cost": trace["cost"]})
+        return {"answer": text, "citations": citations, "trace": trace}
