@@ -61,8 +61,7 @@ def _inprocess(name: str, model: str | None, opts: ServeOptions) -> tuple[Backen
     config = GeneratorConfig(model=model, n_ctx=opts.n_ctx, max_tokens=opts.max_tokens, n_threads=opts.threads)
     path = resolve_model(config.model)
     gen = LlamaGenerator(config, name="generate")
-    # on branches where the generator reads a fitted prompt, its own prompt stage goes first
-    stages = [gen.prompt_stage(), gen] if hasattr(gen, "prompt_stage") else [gen]
+    stages = [gen.prompt_stage(), gen]  # the generator reads the prompt its own stage fits to its model
     kv = capacity.kv_bytes(model_shape(path), capacity.llama_cpp_n_ctx(opts.n_ctx), config.kv_type)
     model_id = f"llama:{model_fingerprint(path)}:{config.fingerprint()}"
     return Backend(name, stages, model_id, config.prompt.prompt_version), kv

@@ -146,7 +146,7 @@ class HttpGenerator:
 
     def prompt_stage(self, name: str = "prompt") -> Any:
         """The prompt stage matching this server: its template and tokenizer, n_ctx - max_tokens tokens."""
-        from ragopt.serve.prompt_stage import BuildPrompt
+        from ragopt.stages.prompt import BuildPrompt
 
         cfg = self.config
         return BuildPrompt(self.renderer(), cfg.n_ctx - cfg.max_tokens, cfg.prompt, name=name)
