@@ -38,6 +38,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--config", default=str(REPO / "pipelines" / "hospital-sweep.toml"))
     parser.add_argument("--top-k", help="override the config's K values (comma-separated)")
+    parser.add_argument("--keep", metavar="DIR", help="keep each run's outputs (results.json, report.html...) under DIR")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
 
@@ -51,6 +52,9 @@ def main() -> None:
                 print(f"{name}: ragopt sweep {' '.join(sweep_args + extra)} ...", file=sys.stderr, flush=True)
             scenarios[name] = run(sweep_args + extra, workspace, root / f"out-{name}")
         results = json.loads((root / "out-warm" / "results.json").read_text())
+        if args.keep:
+            for name in scenarios:
+                shutil.copytree(root / f"out-{name}", Path(args.keep) / name, dirs_exist_ok=True)
     finally:
         shutil.rmtree(root, ignore_errors=True)
     report = {
