@@ -12,7 +12,7 @@ import sys
 
 from ragopt.errors import InputError
 
-SUBCOMMANDS = ["index", "search", "eval", "sweep", "ask", "capacity"]
+SUBCOMMANDS = ["index", "search", "eval", "sweep", "ask", "capacity", "train_embedder", "train_reranker"]
 
 
 def build_parser() -> argparse.ArgumentParser:
