@@ -2,7 +2,7 @@
 """Embedders x rerankers on a BEIR split: nDCG@10 and the latency a rerank stage adds, per depth.
 
     python benchmarks/bench_rerank.py --workspace WS [--dataset ../shared/data/scifact] [--split test]
-        [--embedder base] [--embedder PATH ...] [--depths 20,50,100] [--maxsim-fusion rrf]
+        [--embedder base] [--embedder PATH ...] [--depths 20,50,100] [--maxsim-fusion rrf] [--maxsim-queries N]
         [--reranker PATH] [--reranker-fusion rrf] [--reranker-queries 50] [--json]
 
 For each embedder (`base` is the packaged all-MiniLM-L6-v2; a path is e.g. what `ragopt train-embedder`
@@ -11,8 +11,8 @@ saved) it runs dense and hybrid RRF retrieval through `ragopt.eval.runner.run_qu
 and, given `--reranker`, the cross-encoder stage, at every depth, through `Pipeline.run_state`. The added
 latency is the rerank span's p50/p95 from the traces. Max-sim's sentence vectors are embedded (and cached)
 before the timed runs, as an index build would: that one-time cost is reported apart. A cross-encoder costs
-a forward pass per candidate, so it runs on the first `--reranker-queries` queries, with the hybrid
-baseline on the same queries beside it. Every row prints its ratio to the first embedder's hybrid nDCG@10.
+a forward pass per candidate, so it runs on the first `--reranker-queries` queries (max-sim on the first
+`--maxsim-queries`, when given), with the hybrid baseline on the same queries beside it. Every row prints its ratio to the first embedder's hybrid nDCG@10.
 One torch thread, as in the tests.
 """
 
@@ -75,6 +75,7 @@ def main() -> int:
     ap.add_argument("--depths", default="20,50,100")
     ap.add_argument("--maxsim-fusion", choices=["none", "rrf", "convex"], default="rrf")
     ap.add_argument("--no-maxsim", action="store_true")
+    ap.add_argument("--maxsim-queries", type=int, default=None, help="rerank only the first N queries (default: all)")
     ap.add_argument("--reranker", default=None, help="a CrossEncoder folder (e.g. from ragopt train-reranker)")
     ap.add_argument("--reranker-fusion", choices=["none", "rrf", "convex"], default="rrf")
     ap.add_argument("--reranker-queries", type=int, default=50)
@@ -113,14 +114,18 @@ def main() -> int:
                 if retriever == "hybrid":
                     base = ranking
             if not args.no_maxsim:
+                n = args.maxsim_queries
+                if n is not None:
+                    subset = {q.query.id: base[q.query.id] for q in evalset.queries[:n]}
+                    rows.append(row(label, "hybrid (no rerank)", None, scores(evalset, subset), None, len(subset)))
                 t0 = time.perf_counter()
-                chunks = {h.chunk.id: h.chunk for hits in base.values() for h in hits[: max(depths)]}
+                chunks = {h.chunk.id: h.chunk for q in evalset.queries[:n] for h in base[q.query.id][: max(depths)]}
                 texts = [(s, (c.tenant, c.scopes)) for c in chunks.values() for s in passage_sentences(c)]
                 warm = embedder.encode([t for t, _ in texts], [o for _, o in texts], progress=not args.json)
                 notes[f"{label}.maxsim_sentences"] = {"texts": len(texts), "embedded": warm.misses, "seconds": round(time.perf_counter() - t0, 1)}
                 for d in depths:
                     stage = MaxSimRerank(embedder, MaxSimConfig(depth=d, fusion=args.maxsim_fusion))
-                    ranking, ms = rerank_all(evalset, stage, base, None)
+                    ranking, ms = rerank_all(evalset, stage, base, n)
                     rows.append(row(label, f"maxsim-{args.maxsim_fusion}", d, scores(evalset, ranking), ms, len(ranking)))
                     log(json.dumps(rows[-1]))
             if args.reranker:

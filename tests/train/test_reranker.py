@@ -23,7 +23,8 @@ def test_trained_reranker_loads_by_path_is_reused_and_reranks(tiny_beir: Path, w
 
     config = RerankerTrainingConfig(batch_size=8, max_length=64, mining=MiningConfig(depth=10))
     trained = train_reranker(tiny_beir, "test", workspace, config, progress=False)
-    assert not trained.reused and trained.manifest["pairs"] == 18 and trained.manifest["steps"] == 3
+    m = trained.manifest
+    assert not trained.reused and m["pairs"] >= 12 and m["pairs"] % 2 == 0 and m["steps"] == -(-m["pairs"] // 8)
     assert CrossEncoder(str(trained.path), device="cpu").predict([("q", "p")]).shape == (1,)
     assert train_reranker(tiny_beir, "test", workspace, config, progress=False).reused
 
@@ -31,7 +32,7 @@ def test_trained_reranker_loads_by_path_is_reused_and_reranks(tiny_beir: Path, w
     from ragopt.config import RetrievalConfig
     from ragopt.retrieval import retrieval_stages
 
-    stages = [*retrieval_stages(index, embedder, RetrievalConfig(retriever="bm25", top_k=8)),
+    stages = [*retrieval_stages(index, embedder, RetrievalConfig(retriever="dense", top_k=8)),
               CrossEncoderRerank(RerankConfig(model=str(trained.path), depth=5, max_length=64))]
     result = Pipeline(stages).run(Query(text="What makes bread dough rise?"))
     span = result.trace.span("rerank")
