@@ -74,6 +74,7 @@ def main() -> int:
     ap.add_argument("--embedder", action="append", help="'base' or a model folder; repeatable (default: base)")
     ap.add_argument("--depths", default="20,50,100")
     ap.add_argument("--maxsim-fusion", choices=["none", "rrf", "convex"], default="rrf")
+    ap.add_argument("--no-dense", action="store_true", help="skip the dense-only row")
     ap.add_argument("--no-maxsim", action="store_true")
     ap.add_argument("--maxsim-queries", type=int, default=None, help="rerank only the first N queries (default: all)")
     ap.add_argument("--reranker", default=None, help="a CrossEncoder folder (e.g. from ragopt train-reranker)")
@@ -104,7 +105,7 @@ def main() -> int:
             notes[f"{label}.index_s"] = round(time.perf_counter() - t0, 1)
             depth = chunk_depth(report.index, DOCS)
             base: dict[str, list[Hit]] = {}
-            for retriever in ("dense", "hybrid"):
+            for retriever in ("hybrid",) if args.no_dense else ("dense", "hybrid"):
                 config = RetrievalConfig(retriever=retriever, fusion=FusionConfig(method="rrf"))
                 runs = run_queries(evalset, report.index, embedder, config, depth, progress=False)
                 ranking = {r.query_id: r.hits for r in runs}
