@@ -48,8 +48,8 @@ def add_training_args(p: argparse.ArgumentParser, *, batch_size: int, lr: float)
 
 def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p = subparsers.add_parser("train-embedder", help="fine-tune the embedding model on a split's qrels with mined hard negatives")
-    add_training_args(p, batch_size=32, lr=2e-5)
-    p.add_argument("--max-seq-length", type=int, default=256, help="tokens per text while training")
+    add_training_args(p, batch_size=32, lr=3e-5)
+    p.add_argument("--max-seq-length", type=int, default=128, help="tokens per text while training (inference keeps the base model's)")
     return p
 
 
