@@ -13,7 +13,6 @@ from ragopt.cli import main
 FAST = ["--epochs", "1", "--batch-size", "4", "--max-seq-length", "64", "--mine-depth", "10"]
 
 
-@pytest.mark.slow  # trains MiniLM: over 20 s on 2 busy cores
 def test_trains_copies_to_out_and_reuses(tiny_beir: Path, workspace: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     from sentence_transformers import SentenceTransformer
 

@@ -20,7 +20,6 @@ class Interrupt(Exception):
     """Injected on purpose after a step, standing in for a killed process."""
 
 
-@pytest.mark.slow  # trains MiniLM: over 20 s on 2 busy cores
 def test_trained_folder_loads_by_path_and_is_reused(tiny_beir: Path, workspace: Path) -> None:
     from sentence_transformers import SentenceTransformer
 
@@ -40,7 +39,6 @@ def test_trained_folder_loads_by_path_and_is_reused(tiny_beir: Path, workspace: 
     assert other_seed.path != trained.path
 
 
-@pytest.mark.slow  # trains MiniLM: over 20 s on 2 busy cores
 def test_an_interrupted_run_resumes_to_the_same_weights(tiny_beir: Path, tmp_path: Path) -> None:
     import torch
     from sentence_transformers import SentenceTransformer

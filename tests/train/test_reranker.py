@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
 
 from ragopt.pipeline import Pipeline, RequestState
 from ragopt.stages.rerank import CrossEncoderRerank, RerankConfig
@@ -20,7 +19,6 @@ def test_pairs_label_positives_one_and_negatives_zero() -> None:
     assert pairs == [("q", "pos", 1.0), ("q", "n1", 0.0), ("q", "n2", 0.0)]
 
 
-@pytest.mark.slow  # trains MiniLM: over 20 s on 2 busy cores
 def test_trained_reranker_loads_by_path_is_reused_and_reranks(tiny_beir: Path, workspace: Path, tiny_index) -> None:  # type: ignore[no-untyped-def]
     from sentence_transformers import CrossEncoder
 
