@@ -5,8 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-
-from ragopt.pipeline import Pipeline, RequestState
+from ragopt.pipeline import Pipeline
 from ragopt.stages.rerank import CrossEncoderRerank, RerankConfig
 from ragopt.train import MiningConfig, RerankerTrainingConfig, train_reranker
 from ragopt.train.data import Example
