@@ -12,7 +12,8 @@ import sys
 
 from ragopt.errors import InputError
 
-SUBCOMMANDS = ["index", "search", "eval", "sweep", "stages", "ask", "capacity", "serve", "loadtest"]
+SUBCOMMANDS = ["index", "search", "eval", "sweep", "stages", "ask", "capacity", "serve", "loadtest", "train_embedder",
+               "train_reranker"]
 
 
 def build_parser() -> argparse.ArgumentParser:
