@@ -54,6 +54,9 @@ class StageSpec:
     replaces_retrieval: bool = False  # a builder that wraps ctx.retrieval (e.g. multi-query) stands in for it
     # checks a config against what it names (files, models, token budgets) before any work starts; InputError
     check: Callable[[Any, "PlanConfig"], None] | None = None
+    # how many retrieved candidates this stage wants to see (a reranker's depth); the plan retrieves that many
+    # and cuts back to its top_k after the stage
+    wants: Callable[[Any], int] | None = None
 
     def __post_init__(self) -> None:
         if self.slot not in SLOTS:
@@ -102,6 +105,11 @@ class PlanConfig(StrictModel):
         spec = spec_for(kind)
         return validate(spec.config, self.stages.get(kind, {}), f"stages.{kind}")
 
+    def candidate_depth(self) -> int:
+        """How many hits retrieval must hand on: top_k, or more when a stage (a reranker) wants more."""
+        wanted = [spec_for(k).wants(self.stage_config(k)) for k in self.stages if spec_for(k).wants is not None]
+        return max([self.retrieval.top_k, *wanted])
+
     def params(self) -> dict[str, Any]:
         """The knobs of this plan as flat "kind.knob" -> value (results.json params, report labels)."""
         out: dict[str, Any] = {}
@@ -149,27 +157,27 @@ def check_plans(plans: Sequence["PlanConfig"]) -> None:
 
 def build_steps(plan: PlanConfig, ctx: BuildContext, retrieval: list[Any]) -> list[Any]:
     """The pipeline's steps for `plan`: the retrieval stages given, and every configured optional stage in
-    slot order (kinds a plan does not mention, or whose config switches them off, are left out)."""
+    slot order (kinds a plan does not mention, or whose config switches them off, are left out). When a stage
+    wanted more candidates than top_k (see `PlanConfig.candidate_depth`), the list is cut back to top_k after
+    the rerank slot."""
     specs = stage_specs()
-    ctx.retrieval = list(retrieval)
-    chosen = [(SLOTS.index(specs[k].slot), list(specs).index(k), k) for k in plan.stages if k in specs]
     unknown = sorted(set(plan.stages) - set(specs))
     if unknown:
         raise InputError(f"unknown stage kind {unknown[0]!r}", field="stages")
-    steps: list[Any] = []
-    retrieval_done = False
-    for slot_index, _, kind in sorted(chosen):
-        if slot_index > SLOTS.index("rewrite") and not retrieval_done:
-            steps += ctx.retrieval
-            retrieval_done = True
+    ctx.retrieval = list(retrieval)
+    by_slot: dict[str, list[Any]] = {slot: [] for slot in SLOTS}
+    for kind in sorted(plan.stages, key=lambda k: (SLOTS.index(specs[k].slot), list(specs).index(k))):
         spec = specs[kind]
         built = spec.build(plan.stage_config(kind), ctx)
         if built is None:
             continue
         if spec.replaces_retrieval:
             ctx.retrieval = list(built) if isinstance(built, list) else [built]
-            continue
-        steps += built if isinstance(built, list) else [built]
-    if not retrieval_done:
-        steps += ctx.retrieval
-    return steps
+        else:
+            by_slot[spec.slot] += built if isinstance(built, list) else [built]
+    by_slot["retrieval"] = ctx.retrieval
+    if plan.candidate_depth() > plan.retrieval.top_k:
+        from ragopt.stages.keep_top import KeepTop
+
+        by_slot["rerank"].append(KeepTop(plan.retrieval.top_k))
+    return [step for slot in SLOTS for step in by_slot[slot]]

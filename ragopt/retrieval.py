@@ -47,7 +47,7 @@ def pipeline_for(plan: PlanConfig, index: Index, embedder: Embedder, workspace: 
                  memo: Any = None, cache_queries: bool = False) -> Pipeline:
     """The one way a plan becomes a pipeline (eval, sweep, ask and the LangChain adapter all come here):
     the plan's retrieval stages over `index`, then its optional stages in slot order."""
-    retrieval = retrieval_stages(index, embedder, plan.retrieval, cache_queries=cache_queries)
+    retrieval = retrieval_stages(index, embedder, plan.retrieval, k=plan.candidate_depth(), cache_queries=cache_queries)
     ctx = BuildContext(index=index, embedder=embedder, resources=resources if resources is not None else embedder.resources,
                        workspace=Path(workspace), plan=plan)
     return Pipeline(build_steps(plan, ctx, retrieval), memo=memo)

@@ -74,3 +74,10 @@ def test_knobs_come_from_the_declarations_and_bad_values_are_input_errors() -> N
         validate_stage_values("rewrite", {"depth": [1]}, "x.toml")
     with pytest.raises(InputError):
         validate_stage_values("rewrite", {"mode": ["rules", "sideways"]}, "x.toml")
+
+
+def test_a_reranker_sees_its_depth_and_the_plan_hands_on_top_k(tiny_index: Any) -> None:
+    result = run(tiny_index, {"rerank_maxsim": {"depth": 8}})
+    spans = {s.name: s for s in result.trace.spans}
+    assert [s.name for s in result.trace.spans] == ["embed", "vector", "bm25", "fuse", "rerank_maxsim", "keep_top"]
+    assert spans["fuse"].items_out == 8 and spans["rerank_maxsim"].items_out == 8 and len(result.hits) == 3

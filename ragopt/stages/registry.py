@@ -15,6 +15,8 @@ from ragopt.plan import BuildContext, StageSpec, register_stage
 from ragopt.stages.attribute import AttributeConfig
 from ragopt.stages.compress import CompressConfig
 from ragopt.stages.history import HistoryConfig
+from ragopt.stages.rerank import RerankConfig
+from ragopt.stages.rerank_maxsim import MaxSimConfig
 from ragopt.stages.rewrite import RewriteConfig
 
 
@@ -86,6 +88,29 @@ def _build_compress(config: Any, ctx: BuildContext) -> Any:
     return CompressPassages(config, embedder=ctx.embedder)
 
 
+def _build_rerank(config: Any, ctx: BuildContext) -> Any:
+    if config.depth == 0:
+        return None
+    from ragopt.stages.rerank import CrossEncoderRerank
+
+    return CrossEncoderRerank(config, ctx.resources)
+
+
+def _check_rerank(config: Any, plan: Any) -> None:
+    from ragopt.stages.rerank import check_model_reference
+
+    if config.model is not None:
+        check_model_reference(config.model, "model")
+
+
+def _build_maxsim(config: Any, ctx: BuildContext) -> Any:
+    if config.depth == 0:
+        return None
+    from ragopt.stages.rerank_maxsim import MaxSimRerank
+
+    return MaxSimRerank(ctx.embedder, config)
+
+
 def _build_generate(config: GenerateConfig, ctx: BuildContext) -> Any:
     if config.generator == "none":
         return None
@@ -137,6 +162,9 @@ def _check_compress(config: Any, plan: Any) -> None:
 register_stage(StageSpec("rewrite", RewriteConfig, _build_rewrite, slot="rewrite", replaces_retrieval=True,
                          check=_check_rewrite))
 register_stage(StageSpec("history", HistoryConfig, _build_history, slot="history", check=_check_history))
+register_stage(StageSpec("rerank", RerankConfig, _build_rerank, slot="rerank", check=_check_rerank,
+                         wants=lambda config: config.depth))
+register_stage(StageSpec("rerank_maxsim", MaxSimConfig, _build_maxsim, slot="rerank", wants=lambda config: config.depth))
 register_stage(StageSpec("compress", CompressConfig, _build_compress, slot="compress", check=_check_compress))
 register_stage(StageSpec("prompt", PromptStageConfig, _build_prompt, slot="prompt"))
 register_stage(StageSpec("generate", GenerateConfig, _build_generate, slot="generate"))

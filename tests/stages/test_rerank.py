@@ -106,9 +106,9 @@ def test_reorder_fuses_rerank_scores_with_the_fused_order() -> None:
     alone = reorder(hits, scores, "none", 0.5, 60, "rerank")
     assert [h.chunk.id for h in alone] == ["c2", "c1", "c0", "c3"]
     # RRF, k=1: c0 1/4 + 1/2, c1 1/3 + 1/3, c2 1/2 + 1/4: c1 (0.667) falls below the tie c0 = c2 (0.75);
-    # the tie keeps the reranker's order.
+    # fusion's order is total, so the tie breaks by chunk id.
     fused = reorder(hits, scores, "rrf", 0.5, 1, "rerank")
-    assert [h.chunk.id for h in fused] == ["c2", "c0", "c1", "c3"]
+    assert [h.chunk.id for h in fused] == ["c0", "c2", "c1", "c3"]
     # Convex with weight 1 is the reranker alone; weight 0 the fused order.
     assert [h.chunk.id for h in reorder(hits, scores, "convex", 1.0, 60, "r")][:3] == ["c2", "c1", "c0"]
     assert [h.chunk.id for h in reorder(hits, scores, "convex", 0.0, 60, "r")][:3] == ["c0", "c1", "c2"]
