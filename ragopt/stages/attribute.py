@@ -136,9 +136,9 @@ class AttributeCitations:
         out = []
         for sentence in sentences:
             words = set(terms(sentence))
-            weight = {t: math.log(1 + k / df.get(t, 1)) for t in words}
-            total = sum(weight.values())
+            weight = {t: math.log(1 + k / df.get(t, 1)) for t in sorted(words)}  # sorted: sums must not depend
+            total = sum(weight.values())                                        # on the process's hash seed
             out.append(
-                {n: sum(weight[t] for t in words & ts) / total for n, ts in passage_terms.items()} if total else {}
+                {n: sum(weight[t] for t in sorted(words & ts)) / total for n, ts in passage_terms.items()} if total else {}
             )
         return out

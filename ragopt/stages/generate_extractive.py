@@ -94,7 +94,8 @@ class ExtractiveGenerator:
         def score(c: tuple[int, int, str, set[str]]) -> float:
             matched = c[3] & q_terms
             from_title = (title_terms[c[0]] & q_terms) - matched  # the title gives a sentence its context
-            content = sum(idf(t) for t in matched) + 0.5 * sum(idf(t) for t in from_title)
+            # summed in sorted order: a set's order changes with the process's hash seed, and float sums with order
+            content = sum(idf(t) for t in sorted(matched)) + 0.5 * sum(idf(t) for t in sorted(from_title))
             return content / (1 + 0.15 * (c[0] - 1)) if matched else 0.0
 
         long_enough = [c for c in candidates if len(c[2].split()) >= cfg.min_words] or candidates
