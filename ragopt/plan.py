@@ -125,13 +125,16 @@ def validate_stage_values(kind: str, values: dict[str, Any], source: str) -> Non
     dimension, each element checked)."""
     spec = spec_for(kind, source)
     declared = knobs(spec.config)
-    for name, value in values.items():
+    for name in values:
         if name not in spec.config.model_fields:
             raise InputError(f"{kind} has no setting {name!r}; knobs: {', '.join(sorted(declared)) or '(none)'}",
                              path=source, field=f"stages.{kind}.{name}")
-        for candidate in (value if name in declared and isinstance(value, list) else [value]):
+    swept = {name for name, value in values.items() if name in declared and isinstance(value, list)}
+    base = {name: value[0] if name in swept and value else value for name, value in values.items()}
+    for name, value in values.items():  # each value checked with the others' settings (rules across fields)
+        for candidate in (value if name in swept else [value]):
             try:
-                validate(spec.config, {name: candidate}, source)
+                validate(spec.config, {**base, name: candidate}, source)
             except InputError as exc:
                 raise InputError(f"{exc.message}, got {candidate!r}", path=exc.path, field=exc.field) from None
 

@@ -70,12 +70,13 @@ def load_config(args: argparse.Namespace):  # type: ignore[no-untyped-def]
         flags["top_k"] = "--top-k"
     for assignment in args.set:
         kind, knob, values = _stage_setting(assignment)
-        try:
-            validate_stage_values(kind, {knob: values if len(values) > 1 else values[0]}, "--set")
-        except InputError as exc:
-            raise InputError(exc.message, field="--set") from None
         data.setdefault("stages", {}).setdefault(kind, {})[knob] = values if len(values) > 1 else values[0]
         flags["stages"] = "--set"
+    for kind in {_stage_setting(a)[0] for a in args.set}:  # each kind's settings checked together
+        try:
+            validate_stage_values(kind, data["stages"][kind], "--set")
+        except InputError as exc:
+            raise InputError(exc.message, field="--set") from None
     for name in ("select_split", "report_split", "holdout", "search", "max_trials", "seed"):
         if getattr(args, name) is not None:
             data[name] = getattr(args, name)

@@ -266,6 +266,8 @@ SWEEP_BAD_INPUT = {
     "empty-glossary": (("--set", "rewrite.glossary={empty}"), "empty.txt", "glossary"),
     "budget-below-instructions": (("--set", "compress.budget=10"), "budget", "instructions"),
     "unknown-stage-kind": (("--set", "nope.depth=1,2"), "[--set]", "unknown stage kind 'nope'"),
+    "unknown-reranker-path": (("--set", "rerank.model=/nonexistent/reranker", "--set", "rerank.depth=20"),
+                              "rerank", "/nonexistent/reranker"),
     "bad-knob-value": (("--set", "rewrite.mode=rules,sideways"), "[--set]", "sideways"),
     "split-without-qrels": (("--select-split", "train", "--report-split", "test"), "train", "qrels"),
 }
