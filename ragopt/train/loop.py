@@ -26,6 +26,31 @@ def training_key(kind: str, data_fp: str, base_fp: str, config: Any) -> str:
     return fingerprint({"kind": kind, "data": data_fp, "base": base_fp, "config": config.model_dump(mode="json", exclude={"base"})})
 
 
+@dataclass
+class Prepared:
+    """What both trainers settle before any training: the split, the key its model is kept under, and the
+    model itself when a run with the same key finished before."""
+
+    evalset: Any
+    data_fp: str
+    base_fp: str
+    key: str
+    found: "TrainedModel | None"
+
+
+def prepare(kind: str, dataset: str | Path, split: str, workspace: Path, config: Any) -> Prepared:
+    """Check the base model, load the split and look for a finished model with the same key."""
+    from ragopt.stages.embedding import model_fingerprint
+    from ragopt.stages.rerank import check_model_reference
+    from ragopt.train.data import data_fingerprint, load_split
+
+    check_model_reference(config.base, "--base")
+    evalset = load_split(dataset, split)
+    data_fp, base_fp = data_fingerprint(evalset), model_fingerprint(config.base)
+    key = training_key(kind, data_fp, base_fp, config)
+    return Prepared(evalset, data_fp, base_fp, key, find_trained(workspace, kind, key))
+
+
 def describe_run(
     kind: str, key: str, config: Any, *, base_fp: str, data_fp: str, dataset: str | Path, split: str,
     losses: list[float], start: int, mine_s: float, train_s: float, **counts: int,

@@ -16,8 +16,8 @@ from typing import Callable
 from pydantic import Field
 
 from ragopt.config import DEFAULT_EMBEDDER, StrictModel
-from ragopt.train.data import Example, MiningConfig, data_fingerprint, load_split, mine_examples
-from ragopt.train.loop import TrainedModel, checkpoint_folder, describe_run, find_trained, publish, train_steps, training_key
+from ragopt.train.data import Example, MiningConfig, mine_examples
+from ragopt.train.loop import TrainedModel, checkpoint_folder, describe_run, prepare, publish, train_steps
 
 KIND = "reranker"
 
@@ -49,18 +49,14 @@ def train_reranker(
     on_step: Callable[[int], None] | None = None,
 ) -> TrainedModel:
     """Train (or reuse) a cross-encoder; returns its folder under `workspace/models`."""
-    from ragopt.stages.embedding import model_fingerprint, resolve_model_path
-    from ragopt.stages.rerank import check_model_reference
+    from ragopt.stages.embedding import resolve_model_path
 
     config = config or RerankerTrainingConfig()
     workspace = Path(workspace)
-    check_model_reference(config.base, "--base")
-    evalset = load_split(dataset, split)
-    data_fp, base_fp = data_fingerprint(evalset), model_fingerprint(config.base)
-    key = training_key(KIND, data_fp, base_fp, config)
-    found = find_trained(workspace, KIND, key)
-    if found is not None:
-        return found
+    run = prepare(KIND, dataset, split, workspace, config)
+    if run.found is not None:
+        return run.found
+    evalset, data_fp, base_fp, key = run.evalset, run.data_fp, run.base_fp, run.key
 
     import torch
     from sentence_transformers import CrossEncoder
