@@ -163,7 +163,7 @@ def run(args: argparse.Namespace) -> int:
               "add --gate, e.g. --gate 'recall@10>=0.9'", file=sys.stderr)
     results = outcome.results
     if report_set is not None:
-        confirm(outcome, report_set, config, workspace, split=report_name, selection_split=config.select_split or "selection",
+        confirm(outcome, report_set, workspace, split=report_name, selection_split=config.select_split or "selection",
                 progress=not args.no_progress)
     paths = write_outputs(results, out, outcome.latencies)  # written before any comparison can fail
     if baseline is not None:

@@ -201,8 +201,11 @@ def embedder_label(model: str) -> str:
     from pathlib import Path
 
     from ragopt.config import DEFAULT_EMBEDDER
+    from ragopt.train.resolve import trained_label
 
-    return "base" if model == DEFAULT_EMBEDDER else re.sub(r"[^A-Za-z0-9.]+", "-", Path(model).name or model)
+    if model == DEFAULT_EMBEDDER:
+        return "base"
+    return trained_label(model) or re.sub(r"[^A-Za-z0-9.]+", "-", Path(model).name or model)
 
 
 def _short(value: Any) -> str:

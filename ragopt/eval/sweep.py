@@ -31,6 +31,7 @@ from ragopt.eval.search import optuna_search
 from ragopt.eval.space import BaselineConfig, SweepConfig  # noqa: F401  (re-exported: the sweep's config lives here too)
 from ragopt.plan import PlanConfig, check_plans
 from ragopt.trace import percentiles
+from ragopt.train.resolve import resolve_trained_models
 
 PER_QUERY_ALWAYS = ("ndcg@10", "recall@10")
 
@@ -42,6 +43,7 @@ class SweepOutcome:
     reasons: dict[str, list[str]] = field(default_factory=dict)  # failing trial id -> why
     seconds: float = 0.0
     plans: dict[str, PlanConfig] = field(default_factory=dict)  # trial id -> what it ran
+    config: SweepConfig | None = None  # the config that ran: "trained:SPLIT" models replaced by their folders
 
 
 def _log(msg: str) -> None:
@@ -195,8 +197,10 @@ def run_sweep(
     if config.answers_on() and with_references:
         _check_answer_metrics(config.answer_metrics)
     gates = check_known(config.gates, names + list(COST_NAMES))
+    check_plans([plan for _, plan in config.plans()])  # a bad file, model or budget named by a stage: before any work
+    requested = config
+    config = resolve_trained_models(config, workspace, progress=progress)  # trains what the workspace lacks
     plans = config.plans()
-    check_plans([plan for _, plan in plans])  # a bad file, model or budget named by a stage: before any work
     keep = set(PER_QUERY_ALWAYS) | {g.metric for g in gates if g.metric in names} | set(config.baseline.metrics if config.baseline and config.baseline.metrics else [])
     own_resources = resources is None
     resources = resources or Resources(workspace)
@@ -243,7 +247,7 @@ def run_sweep(
             "embedder": ModelInfo(name=config.embedder.model, fingerprint=embedder.fingerprint),
             "context_tokenizer": ModelInfo(name=counter.name, fingerprint=counter.fingerprint),
         },
-        search_space=config.model_dump(mode="json", exclude={"baseline", "store"}),
+        search_space=requested.model_dump(mode="json", exclude={"baseline", "store"}),
         objective=objective_for(gates),
         gates=[g.expr for g in gates],
         trials=trials,
@@ -251,7 +255,7 @@ def run_sweep(
         verdicts={t.id: _verdicts(t, gates, config.seed) for t in trials},
         query_ids=[q.id for q in queries],
     )
-    return SweepOutcome(results, latencies, reasons, time.perf_counter() - t_start, ran)
+    return SweepOutcome(results, latencies, reasons, time.perf_counter() - t_start, ran, config)
 
 
 def _verdicts(trial: Trial, gates: list[Any], seed: int) -> list[Any]:
@@ -266,13 +270,13 @@ def _verdicts(trial: Trial, gates: list[Any], seed: int) -> list[Any]:
     return verdicts
 
 
-def confirm(outcome: SweepOutcome, report_set: EvalSet, config: SweepConfig, workspace: Path, *, split: str,
+def confirm(outcome: SweepOutcome, report_set: EvalSet, workspace: Path, *, split: str,
             selection_split: str, progress: bool = True) -> None:
     """Run the selected trial's plan on the report split and record it as `results.held_out`."""
     from ragopt.eval.heldout import held_out
     from ragopt.resources import Resources
 
-    results = outcome.results
+    results, config = outcome.results, outcome.config
     if results.selected is None:
         return
     plan = outcome.plans[results.selected]

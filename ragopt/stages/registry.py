@@ -98,8 +98,9 @@ def _build_rerank(config: Any, ctx: BuildContext) -> Any:
 
 def _check_rerank(config: Any, plan: Any) -> None:
     from ragopt.stages.rerank import check_model_reference
+    from ragopt.train.resolve import trained_split
 
-    if config.model is not None:
+    if config.model is not None and trained_split(config.model) is None:  # "trained:SPLIT": trained by the sweep
         check_model_reference(config.model, "model")
 
 

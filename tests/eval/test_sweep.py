@@ -138,7 +138,7 @@ def test_held_out_confirmation_records_intervals_and_overfitting(swept: dict[str
     assert {q.query.id for q in selection.queries}.isdisjoint(q.query.id for q in held.queries)
     config = CONFIG.model_copy(update={"retrievers": ["hybrid"], "chunk_sizes": ["whole"], "top_k": [3], "gates": ["recall@3>=0.5"]})
     outcome = run_sweep(selection, config, swept["ws"], progress=False)
-    confirm(outcome, held, config, swept["ws"], split="holdout", selection_split="selection", progress=False)
+    confirm(outcome, held, swept["ws"], split="holdout", selection_split="selection", progress=False)
     h = outcome.results.held_out
     assert h is not None and h.trial == outcome.results.selected and h.n_queries == len(held.queries)
     assert h.intervals["recall@3"].low <= h.intervals["recall@3"].mean <= h.intervals["recall@3"].high

@@ -1,0 +1,80 @@
+"""Models a sweep names as "trained:SPLIT": trained on that split of the sweep's dataset when the workspace has
+none with the same key (data, base model, seed, hyperparameters), reused otherwise, and replaced by the
+folder they load from. Every split is checked before the first model trains.
+
+    embedders = ["sentence-transformers/all-MiniLM-L6-v2", "trained:train"]   # base vs tuned
+    [stages.rerank]
+    model = "trained:train"
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Callable
+
+PREFIX = "trained:"
+
+
+def trained_split(model: Any) -> str | None:
+    """"trained:train" -> "train"; anything else -> None."""
+    if isinstance(model, str) and model.startswith(PREFIX):
+        return model[len(PREFIX):]
+    return None
+
+
+def resolve_trained_models(config: Any, workspace: Path, *, progress: bool = True) -> Any:
+    """The sweep config with every "trained:SPLIT" embedder and reranker model replaced by its trained folder."""
+    from ragopt.config import DEFAULT_EMBEDDER
+    from ragopt.errors import InputError
+    from ragopt.train.data import load_split
+    from ragopt.train.embedder import EmbedderTrainingConfig, train_embedder
+    from ragopt.train.reranker import RerankerTrainingConfig, train_reranker
+
+    embedder_base = config.embedder.model if trained_split(config.embedder.model) is None else DEFAULT_EMBEDDER
+    trainers: dict[str, Callable[[str], Path]] = {
+        "embedders": lambda split: train_embedder(config.dataset, split, workspace, EmbedderTrainingConfig(
+            base=embedder_base, seed=config.seed), progress=progress).path,
+        "rerank": lambda split: train_reranker(config.dataset, split, workspace, RerankerTrainingConfig(
+            seed=config.seed), progress=progress).path,
+    }
+    rerank_models = config.stages.get("rerank", {}).get("model")
+    wanted = {
+        "embedders": [config.embedder.model, *config.embedders],
+        "rerank": rerank_models if isinstance(rerank_models, list) else [rerank_models],
+    }
+    splits = {(kind, s) for kind, models in wanted.items() for s in map(trained_split, models) if s is not None}
+    if not splits:
+        return config
+    for _, split in sorted(splits):  # every split checked before the first model trains
+        try:
+            load_split(config.dataset, split)
+        except InputError as exc:
+            raise InputError(f"trained:{split}: {exc.message}", path=exc.path, line=exc.line, field=exc.field) from None
+    folders = {(kind, split): str(trainers[kind](split)) for kind, split in sorted(splits)}
+
+    def resolved(kind: str, model: Any) -> Any:
+        split = trained_split(model)
+        return model if split is None else folders[(kind, split)]
+
+    update: dict[str, Any] = {
+        "embedder": config.embedder.model_copy(update={"model": resolved("embedders", config.embedder.model)}),
+        "embedders": [resolved("embedders", m) for m in config.embedders],
+    }
+    if rerank_models is not None:
+        stages = {kind: dict(values) for kind, values in config.stages.items()}
+        stages["rerank"]["model"] = ([resolved("rerank", m) for m in rerank_models] if isinstance(rerank_models, list)
+                                     else resolved("rerank", rerank_models))
+        update["stages"] = stages
+    return config.model_copy(update=update)
+
+
+def trained_label(model: str) -> str | None:
+    """"tuned-SPLIT" for a folder a trainer published (see ragopt.train.loop.MANIFEST), else None."""
+    import json
+
+    from ragopt.train.loop import MANIFEST
+
+    manifest = Path(model) / MANIFEST
+    if not manifest.is_file():
+        return None
+    return "tuned-" + json.loads(manifest.read_text(encoding="utf-8"))["split"]
