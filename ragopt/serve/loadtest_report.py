@@ -8,7 +8,7 @@ import html
 from pathlib import Path
 from typing import Any
 
-from ragopt.eval.report import _style_axes, _svg
+from ragopt.eval.report_plots import _style_axes, _svg
 
 _COLORS = {"ok": "#2563eb", "rate_limited": "#f59e0b", "timed_out": "#dc2626", "error": "#6b7280"}
 

@@ -1,0 +1,238 @@
+"""report.html: one self-contained page, no network and no JavaScript: the CSS and the plots (report_plots) are
+inlined."""
+
+from __future__ import annotations
+
+import html
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from ragopt.eval.gates import fmt
+from ragopt.eval.report_common import (
+    _COST_LABELS, Latencies, _chunker_order, _fmt_value, _md_params, _passed, _ranked, _retriever_label,
+    _table_columns, _verdicts, closest_trial, plot_metric,
+)
+from ragopt.eval.report_plots import plot_latency_histogram, plot_quality_vs_cost, plot_recall_curves
+from ragopt.eval.results import GateVerdict, SweepResults, Trial, measured
+
+
+_CSS = """
+:root { --fg:#111827; --muted:#6b7280; --line:#e5e7eb; --ok:#15803d; --bad:#b91c1c; --okbg:#f0fdf4; --badbg:#fef2f2; }
+* { box-sizing: border-box; }
+body { margin: 0; font: 14px/1.45 system-ui, -apple-system, "Segoe UI", "DejaVu Sans", sans-serif; color: var(--fg);
+       background: #f9fafb; }
+main { max-width: 1240px; margin: 0 auto; padding: 28px 28px 60px; }
+h1 { font-size: 24px; margin: 0 0 4px; }
+h2 { font-size: 18px; margin: 32px 0 10px; padding-bottom: 6px; border-bottom: 1px solid var(--line); }
+.meta { color: var(--muted); margin: 0 0 18px; }
+.card { background: #fff; border: 1px solid var(--line); border-radius: 10px; padding: 16px 20px; margin: 14px 0; }
+.banner { border-left: 6px solid var(--ok); background: var(--okbg); }
+.banner.nopass { border-left-color: var(--bad); background: var(--badbg); }
+.banner h2 { border: 0; margin: 0 0 6px; padding: 0; }
+.kv { display: flex; flex-wrap: wrap; gap: 8px 22px; margin: 8px 0 0; }
+.kv div { min-width: 110px; } .kv b { display: block; font-size: 17px; font-variant-numeric: tabular-nums; }
+.kv span { color: var(--muted); font-size: 12px; }
+.objective { color: #374151; }
+code { font: 12.5px/1.3 "DejaVu Sans Mono", ui-monospace, monospace; background: #f3f4f6; padding: 1px 4px;
+       border-radius: 4px; }
+table { border-collapse: collapse; width: 100%; background: #fff; font-size: 12.5px; }
+table.trials { font-size: 12px; }
+th, td { padding: 4px 7px; border-bottom: 1px solid var(--line); text-align: left; vertical-align: baseline; }
+th { background: #f3f4f6; font-weight: 600; position: sticky; top: 0; white-space: nowrap; }
+td.n, th.n { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
+tr.failed td { color: #6b7280; }
+tr.selected td { background: #fef9c3; color: var(--fg); font-weight: 600; }
+.pass { color: var(--ok); font-weight: 600; } .fail { color: var(--bad); font-weight: 600; }
+.why { color: var(--bad); font-size: 11.5px; }
+td.id { font-family: "DejaVu Sans Mono", ui-monospace, monospace; font-size: 11.5px; white-space: nowrap; }
+td.nw { white-space: nowrap; }
+table.narrow { width: auto; min-width: 50%; border: 1px solid var(--line); }
+.plot { background: #fff; border: 1px solid var(--line); border-radius: 10px; padding: 12px; margin: 12px 0; }
+.plot svg { max-width: 100%; height: auto; display: block; margin: 0 auto; }
+.plot p { margin: 0 0 6px; color: var(--muted); font-size: 12.5px; }
+.tablewrap { overflow-x: auto; border: 1px solid var(--line); border-radius: 10px; }
+footer { margin-top: 36px; color: var(--muted); font-size: 12px; }
+pre { white-space: pre-wrap; font-size: 12px; }
+"""
+
+
+def _e(x: Any) -> str:
+    return html.escape(str(x), quote=True)
+
+
+def _verdict_table(verdicts: Sequence[GateVerdict]) -> str:
+    rows = []
+    for v in verdicts:
+        obs = "not measured" if v.observed is None else fmt(v.observed)
+        cls, word = ("pass", "pass") if v.passed else ("fail", "FAIL")
+        rows.append(
+            f"<tr><td><code>{_e(v.gate)}</code></td><td class='n'>{_e(obs)}</td>"
+            f"<td class='n'>{_e(v.op)} {_e(fmt(v.threshold))}</td>"
+            f"<td><span class='{cls}'>{word}</span></td><td>{_e(v.message)}</td></tr>"
+        )
+    return ("<table><tr><th>gate</th><th class='n'>observed</th><th class='n'>needs</th><th>result</th>"
+            "<th>verdict</th></tr>" + "".join(rows) + "</table>")
+
+
+def _kv(t: Trial, quality: str) -> str:
+    items = [(quality, t.metrics.get(quality))]
+    items += [(m, t.metrics.get(m)) for m in ("recall@10", "mrr@10", "span_recall@10")
+              if m != quality and m in t.metrics]
+    items += [(c, getattr(t.costs, c)) for c in ("context_tokens", "p95_ms") if getattr(t.costs, c) is not None]
+    return "<div class='kv'>" + "".join(
+        f"<div><b>{_e(_fmt_value(k, v))}</b><span>{_e(_COST_LABELS.get(k, k))}</span></div>" for k, v in items
+    ) + "</div>"
+
+
+_HTML_METRICS = ("recall@10", "ndcg@10", "mrr@10", "span_recall@10")
+_HTML_COSTS = ("context_tokens", "p95_ms")
+
+
+def _short_verdict(v: GateVerdict) -> str:
+    if v.observed is None:
+        return f"{v.metric} not measured"
+    if v.margin == 0:
+        return f"{v.metric} at threshold"
+    return f"{v.metric} {'short' if v.op in ('>=', '>') else 'over'} by {fmt(abs(v.margin or 0))}"
+
+
+def _trials_table(results: SweepResults, ranked: Sequence[Trial]) -> str:
+    """The HTML table: a compact column set (every column is in results.csv)."""
+    extras, common, _ = _table_columns(results)
+    gated = [g.metric for vs in results.verdicts.values() for g in vs]
+    metrics = [m for m in common if m in _HTML_METRICS or (m in gated and not m.endswith(("_ms", "_tokens")))]
+    costs = [c for c in _HTML_COSTS if any(measured(getattr(t.costs, c)) is not None for t in results.trials)]
+    head = ["#", "trial", "chunker", "retriever", "top_k", *extras, *metrics, *(_COST_LABELS[c] for c in costs),
+            "gates"]
+    numeric = {0, 4, *range(5 + len(extras), 5 + len(extras) + len(metrics) + len(costs))}
+    out = ["<div class='tablewrap'><table class='trials'><tr>"]
+    out += [f"<th class='n'>{_e(h)}</th>" if i in numeric else f"<th>{_e(h)}</th>" for i, h in enumerate(head)]
+    out.append("</tr>")
+    for rank, t in enumerate(ranked, start=1):
+        ok = _passed(results, t)
+        cls = "selected" if t.id == results.selected else ("" if ok else "failed")
+        dumped = t.params.model_dump()
+        failed = [v for v in _verdicts(results, t) if not v.passed]
+        gate_cell = ("<span class='pass'>pass</span>" if not failed else
+                     "<span class='why'>" + "<br>".join(_e(_short_verdict(v)) for v in failed) + "</span>")
+        cells = [
+            f"<td class='n'>{rank}</td>", f"<td class='id'>{_e(t.id)}</td>", f"<td>{_e(t.params.chunker)}</td>",
+            f"<td class='nw'>{_e(_retriever_label(t.params))}</td>", f"<td class='n'>{t.params.top_k}</td>",
+            *(f"<td>{_e('' if dumped.get(k) is None else dumped[k])}</td>" for k in extras),
+            *(f"<td class='n'>{_e(_fmt_value(m, t.metrics.get(m)))}</td>" for m in metrics),
+            *(f"<td class='n'>{_e(_fmt_value(c, getattr(t.costs, c, None)))}</td>" for c in costs),
+            f"<td class='nw'>{gate_cell}</td>",
+        ]
+        out.append(f"<tr class='{cls}'>" + "".join(cells) + "</tr>")
+    out.append("</table></div>")
+    return "".join(out)
+
+
+def _index_table(results: SweepResults) -> str | None:
+    """One row per distinct index (chunker x retriever): chunks, size, build time."""
+    rows: dict[tuple[str, str], Trial] = {}
+    for t in sorted(results.trials, key=_chunker_order):
+        rows.setdefault((t.params.chunker, _retriever_label(t.params)), t)
+    cols = [c for c in ("n_chunks", "index_bytes", "index_build_s")
+            if any(measured(getattr(t.costs, c)) is not None for t in rows.values())]
+    if not cols:
+        return None
+    head = "".join(f"<th class='n'>{_e(_COST_LABELS[c])}</th>" for c in cols)
+    body = "".join(
+        f"<tr><td>{_e(ch)}</td><td>{_e(ret)}</td>"
+        + "".join(f"<td class='n'>{_e(_fmt_value(c, getattr(t.costs, c)))}</td>" for c in cols) + "</tr>"
+        for (ch, ret), t in rows.items()
+    )
+    return f"<table class='narrow'><tr><th>chunker</th><th>retriever</th>{head}</tr>{body}</table>"
+
+
+def render_html(results: SweepResults, latencies: Latencies | None = None) -> str:
+    ds = results.dataset
+    ranked = _ranked(results)
+    quality = plot_metric(results)
+    sel = results.selected_trial
+    parts = [
+        "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>",
+        "<meta name='viewport' content='width=device-width, initial-scale=1'>",
+        f"<title>ragopt sweep: {_e(ds.name)}</title><style>{_CSS}</style></head><body><main>",
+        "<h1>ragopt sweep report</h1>",
+        f"<p class='meta'>Dataset <b>{_e(ds.name)}</b> · {ds.n_documents:,} documents · {ds.n_queries:,} queries · "
+        f"{len(results.trials)} trials · {_e(results.created_at)}</p>",
+    ]
+    gates_line = ", ".join(f"<code>{_e(g)}</code>" for g in results.gates) or "none"
+    if sel is not None:
+        parts.append(
+            f"<section class='card banner'><h2>Selected: <code>{_e(sel.id)}</code></h2>"
+            f"<div>{_e(_md_params(sel))}</div>{_kv(sel, quality)}</section>"
+        )
+        shown, shown_title = sel, "Gate verdicts for the selected trial"
+    else:
+        closest = closest_trial(results)
+        parts.append(
+            "<section class='card banner nopass'><h2>No trial passes every gate</h2>"
+            + (f"<div>Closest to passing: <code>{_e(closest.id)}</code> ({_e(_md_params(closest))})</div>"
+               f"{_kv(closest, quality)}" if closest is not None else "")
+            + "</section>"
+        )
+        shown, shown_title = closest, "Gate verdicts for the closest trial"
+    parts.append(f"<p class='objective'><b>Objective:</b> {_e(results.objective)}. <b>Gates:</b> {gates_line}</p>")
+    if shown is not None and _verdicts(results, shown):
+        parts.append(f"<h2>{shown_title}</h2>{_verdict_table(_verdicts(results, shown))}")
+    if results.baseline is not None:
+        b = results.baseline
+        cls = "fail" if b.regressed else "pass"
+        boot = next((v for v in b.verdicts if v.n_resamples), None)
+        boot_note = f" ({boot.n_resamples} resamples, {boot.confidence:.0%} CI of current − baseline)" if boot else ""
+        rows = "".join(
+            f"<tr><td><code>{_e(v.trial_id)}</code></td><td>{_e(v.metric)}</td><td class='n'>{v.baseline_mean:.3f}</td>"
+            f"<td class='n'>{v.current_mean:.3f}</td><td class='n'>{v.diff:+.3f}</td>"
+            + (f"<td class='n'>[{v.ci_low:+.3f}, {v.ci_high:+.3f}]</td>" if v.n_resamples else "<td class='n'>(one figure)</td>")
+            + ("<td><span class='fail'>REGRESSED</span></td></tr>" if v.regressed
+               else "<td><span class='pass'>ok</span></td></tr>")
+            for v in b.verdicts
+        )
+        parts.append(
+            f"<h2>Baseline comparison: <span class='{cls}'>"
+            f"{'regression' if b.regressed else 'no regression'}</span></h2>"
+            f"<p class='meta'>Against <code>{_e(b.path)}</code>. Per-query metrics regress on a mean drop beyond "
+            f"{_e(fmt(b.tolerance))} whose paired bootstrap interval excludes zero{boot_note}; trial costs on a rise "
+            "beyond their tolerance "
+            "(a share of the baseline).</p>"
+            "<table><tr><th>trial</th><th>metric</th><th class='n'>baseline</th><th class='n'>current</th>"
+            f"<th class='n'>diff</th><th class='n'>CI</th><th>result</th></tr>{rows}</table>"
+        )
+
+    plots = [
+        ("Recall@K by chunk size", "Recall at each top_k, one line per retriever, one panel per chunker. "
+         "Documents are judged once each, so chunk sizes are comparable.", plot_recall_curves(results)),
+        (f"{quality} against cost", "Filled markers pass every gate, hollow ones fail one; the dark steps join "
+         "the Pareto front (nothing is both cheaper and better); the star is the selected trial.",
+         plot_quality_vs_cost(results)),
+    ]
+    if latencies:
+        plots.append(("Per-query retrieval latency", "The selected trial and the next trials in objective order.",
+                      plot_latency_histogram(results, latencies)))
+    for title, caption, svg in plots:
+        if svg is not None:
+            parts.append(f"<h2>{_e(title)}</h2><div class='plot'><p>{_e(caption)}</p>{svg}</div>")
+
+    parts.append("<h2>All trials</h2><p class='meta'>In objective order, passing trials first; "
+                 "results.csv has every metric and cost.</p>")
+    parts.append(_trials_table(results, ranked))
+    index_table = _index_table(results)
+    if index_table is not None:
+        parts.append(f"<h2>Indexes</h2>{index_table}")
+
+    v = results.versions
+    models = ", ".join(f"{_e(k)}: {_e(m.name)} <code>{_e(m.fingerprint)}</code>" for k, m in results.models.items())
+    pkgs = ", ".join(f"{_e(k)} {_e(val)}" for k, val in v.packages.items())
+    parts.append(
+        "<footer><p>"
+        f"Dataset <code>{_e(ds.path)}</code> fingerprint <code>{_e(ds.fingerprint)}</code>. "
+        f"{('Models: ' + models + '. ') if models else ''}"
+        f"ragopt {_e(v.ragopt)}, Python {_e(v.python)}{('; ' + pkgs) if pkgs else ''}.</p>"
+        f"<details><summary>Search space</summary><pre>{_e(json.dumps(results.search_space, indent=2))}</pre>"
+        "</details></footer></main></body></html>"
+    )
+    return "\n".join(parts)
