@@ -1,5 +1,6 @@
-"""What the sweep's outputs share: value formatting, column choices, trial labels and order, the closest trial
-to passing and the Pareto front. Used by report_summary (markdown), report_plots (figures), report_html (page)
+"""What the sweep's outputs share: value formatting, column choices (the stages whose own latency is shown,
+citation precision beside its floor), trial labels and order, the closest trial to passing and the Pareto
+front. The CLI table reads the same columns. Used by report_summary (markdown), report_plots (figures), report_html (page)
 and report (CSV and writing every output)."""
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ragopt.eval.gates import objective_key, quality_metric, rank_trials
-from ragopt.eval.results import GateVerdict, SweepResults, Trial, TrialParams, measured
+from ragopt.eval.results import GateVerdict, HeldOut, Interval, SweepResults, Trial, TrialParams, measured
 
 Latencies = Mapping[str, Sequence[float]]  # trial id -> per-query retrieval ms
 
@@ -169,3 +170,89 @@ def _gate_thresholds(results: SweepResults) -> dict[str, GateVerdict]:
         for v in vs:
             out.setdefault(v.metric, v)
     return out
+
+
+# ---------------------------------------------------------------------------------------------- added latency, citation floor, noise
+
+_STAGE_MS = re.compile(r"^(?P<stage>.+)_(?P<pct>p50|p95)_ms$")
+STAGE_PERCENTILES = ("p50", "p95")
+
+
+def swept_params(trials: Sequence[Trial]) -> list[str]:
+    """Params that take more than one value across the trials (absent counts as a value)."""
+    dumps = [t.params.model_dump() for t in trials]
+    keys = dict.fromkeys(k for d in dumps for k in d)
+    return [k for k in keys if len({repr(d.get(k)) for d in dumps}) > 1]
+
+
+def trial_stages(t: Trial) -> list[str]:
+    """The stages whose own latency the trial measured (costs `{stage}_p50_ms`, `{stage}_p95_ms`), in pipeline order."""
+    return list(dict.fromkeys(
+        m.group("stage") for k, v in t.costs.model_dump().items() if (m := _STAGE_MS.match(k)) and measured(v) is not None
+    ))
+
+
+def stage_latency_columns(trials: Sequence[Trial]) -> list[str]:
+    """The stages whose own p50/p95 the tables show (what the stage adds): a stage missing from some trials
+    (e.g. a rerank stage only where its depth is above 0), or one a swept parameter names: the parameter's
+    kind (before the dot) is the stage's name or starts with it (rerank_maxsim.depth -> rerank_maxsim,
+    embedder -> embed). Derived from the trials, in pipeline order; none when there is one trial."""
+    if len(trials) < 2:
+        return []
+    runs: dict[str, int] = {}
+    for t in trials:
+        for stage in trial_stages(t):
+            runs[stage] = runs.get(stage, 0) + 1
+    kinds = {p.split(".", 1)[0] for p in swept_params(trials)}
+    return [s for s, n in runs.items() if n < len(trials) or any(k == s or k.startswith(s) for k in kinds)]
+
+
+def stage_ms(t: Trial, stage: str, pct: str) -> float | None:
+    return measured(t.costs.model_dump().get(f"{stage}_{pct}_ms"))
+
+
+_FLOOR_PREFIX = "citation_floor_"
+BELOW_FLOOR = "not above floor"
+
+
+def citation_floor_pairs(trials: Sequence[Trial]) -> list[tuple[str, str]]:
+    """(precision, floor) metric pairs some trial measured: `citation_floor_X` is what always citing [1] (the
+    top passage) would score on `citation_X`."""
+    names = dict.fromkeys(k for t in trials for k in t.metrics)
+    pairs = [("citation_" + n[len(_FLOOR_PREFIX):], n) for n in names if n.startswith(_FLOOR_PREFIX)]
+    return [(p, f) for p, f in pairs if any(measured(t.metrics.get(p)) is not None for t in trials)]
+
+
+def citation_label(precision: str) -> str:
+    """"citation_span_precision" -> "span precision"."""
+    return precision.removeprefix("citation_").replace("_", " ")
+
+
+def beats_floor(t: Trial, precision: str, floor: str) -> bool | None:
+    """Whether the trial's precision is above its floor; None when either was not measured."""
+    p, f = measured(t.metrics.get(precision)), measured(t.metrics.get(floor))
+    return None if p is None or f is None else p > f
+
+
+def with_floor(t: Trial, precision: str, floor: str) -> str:
+    """"0.480 (floor 0.310)"; the bare precision when the floor was not measured, "" when neither was."""
+    p, f = measured(t.metrics.get(precision)), measured(t.metrics.get(floor))
+    if p is None:
+        return ""
+    return f"{p:.3f}" if f is None else f"{p:.3f} (floor {f:.3f})"
+
+
+def noisy_gates(results: SweepResults, t: Trial) -> list[GateVerdict]:
+    """The trial's gates that pass only within noise (the metric's interval straddles the threshold)."""
+    return [v for v in _verdicts(results, t) if v.passed and v.within_noise]
+
+
+def fmt_interval(interval: Interval | None) -> str:
+    """"0.812 [0.790, 0.833]": a mean and its bootstrap interval; "" when there is none."""
+    return "" if interval is None else f"{interval.mean:.3f} [{interval.low:.3f}, {interval.high:.3f}]"
+
+
+def held_out_rows(h: HeldOut) -> list[tuple[str, Interval | None, Interval | None, bool | None]]:
+    """(metric, selection interval, held-out interval, overfit) per metric with an interval on either split."""
+    names = dict.fromkeys([*h.intervals, *h.selection_intervals])
+    return [(n, h.selection_intervals.get(n), h.intervals.get(n), h.overfit.get(n)) for n in names]

@@ -1,5 +1,8 @@
 """report.html: one self-contained page, no network and no JavaScript: the CSS and the plots (report_plots) are
-inlined."""
+inlined. Beside the summary's content: gates that pass only within noise are marked, the held-out split's
+figures sit beside the selection split's with their intervals (OVERFIT where the held-out mean leaves the
+selection interval), citation precision is shown beside its floor, and stages that differ between trials
+get their own p50/p95 columns."""
 
 from __future__ import annotations
 
@@ -10,11 +13,12 @@ from typing import Any
 
 from ragopt.eval.gates import fmt
 from ragopt.eval.report_common import (
-    _COST_LABELS, Latencies, _chunker_order, _fmt_value, _md_params, _passed, _ranked, _retriever_label,
-    _table_columns, _verdicts, closest_trial, plot_metric,
+    _COST_LABELS, BELOW_FLOOR, STAGE_PERCENTILES, Latencies, _chunker_order, _fmt_value, _md_params, _passed, _ranked,
+    _retriever_label, _table_columns, _verdicts, beats_floor, citation_floor_pairs, citation_label, closest_trial,
+    fmt_interval, held_out_rows, noisy_gates, plot_metric, stage_latency_columns, stage_ms, with_floor,
 )
 from ragopt.eval.report_plots import plot_latency_histogram, plot_quality_vs_cost, plot_recall_curves
-from ragopt.eval.results import GateVerdict, SweepResults, Trial, measured
+from ragopt.eval.results import GateVerdict, HeldOut, SweepResults, Trial, measured
 
 
 _CSS = """
@@ -54,6 +58,8 @@ table.narrow { width: auto; min-width: 50%; border: 1px solid var(--line); }
 .tablewrap { overflow-x: auto; border: 1px solid var(--line); border-radius: 10px; }
 footer { margin-top: 36px; color: var(--muted); font-size: 12px; }
 pre { white-space: pre-wrap; font-size: 12px; }
+.noise { color: #92400e; background: #fef3c7; font-weight: 600; border-radius: 4px; padding: 0 4px; white-space: nowrap; }
+.floor { color: var(--bad); font-weight: 600; white-space: nowrap; }
 """
 
 
@@ -66,12 +72,13 @@ def _verdict_table(verdicts: Sequence[GateVerdict]) -> str:
     for v in verdicts:
         obs = "not measured" if v.observed is None else fmt(v.observed)
         cls, word = ("pass", "pass") if v.passed else ("fail", "FAIL")
+        noise = f" {_NOISE}" if v.passed and v.within_noise else ""
         rows.append(
             f"<tr><td><code>{_e(v.gate)}</code></td><td class='n'>{_e(obs)}</td>"
             f"<td class='n'>{_e(v.op)} {_e(fmt(v.threshold))}</td>"
-            f"<td><span class='{cls}'>{word}</span></td><td>{_e(v.message)}</td></tr>"
+            f"<td class='nw'><span class='{cls}'>{word}</span>{noise}</td><td>{_e(v.message)}</td></tr>"
         )
-    return ("<table><tr><th>gate</th><th class='n'>observed</th><th class='n'>needs</th><th>result</th>"
+    return ("<table class='verdicts'><tr><th>gate</th><th class='n'>observed</th><th class='n'>needs</th><th>result</th>"
             "<th>verdict</th></tr>" + "".join(rows) + "</table>")
 
 
@@ -79,14 +86,16 @@ def _kv(t: Trial, quality: str) -> str:
     items = [(quality, t.metrics.get(quality))]
     items += [(m, t.metrics.get(m)) for m in ("recall@10", "mrr@10", "span_recall@10")
               if m != quality and m in t.metrics]
-    items += [(c, getattr(t.costs, c)) for c in ("context_tokens", "p95_ms") if getattr(t.costs, c) is not None]
+    items += [(c, getattr(t.costs, c)) for c in ("context_tokens", "p50_ms", "p95_ms") if getattr(t.costs, c) is not None]
     return "<div class='kv'>" + "".join(
         f"<div><b>{_e(_fmt_value(k, v))}</b><span>{_e(_COST_LABELS.get(k, k))}</span></div>" for k, v in items
     ) + "</div>"
 
 
 _HTML_METRICS = ("recall@10", "ndcg@10", "mrr@10", "span_recall@10")
-_HTML_COSTS = ("context_tokens", "p95_ms")
+_HTML_COSTS = ("context_tokens", "p50_ms", "p95_ms")
+_NOISE = "<span class='noise'>within noise</span>"
+_OVERFIT = "<span class='fail'>OVERFIT</span>"
 
 
 def _short_verdict(v: GateVerdict) -> str:
@@ -101,11 +110,16 @@ def _trials_table(results: SweepResults, ranked: Sequence[Trial]) -> str:
     """The HTML table: a compact column set (every column is in results.csv)."""
     extras, common, _ = _table_columns(results)
     gated = [g.metric for vs in results.verdicts.values() for g in vs]
-    metrics = [m for m in common if m in _HTML_METRICS or (m in gated and not m.endswith(("_ms", "_tokens")))]
+    pairs = citation_floor_pairs(results.trials)
+    with_floors = {p for p, _ in pairs}
+    metrics = [m for m in common if m not in with_floors
+               and (m in _HTML_METRICS or (m in gated and not m.endswith(("_ms", "_tokens"))))]
     costs = [c for c in _HTML_COSTS if any(measured(getattr(t.costs, c)) is not None for t in results.trials)]
+    stages = stage_latency_columns(results.trials)
     head = ["#", "trial", "chunker", "retriever", "top_k", *extras, *metrics, *(_COST_LABELS[c] for c in costs),
-            "gates"]
-    numeric = {0, 4, *range(5 + len(extras), 5 + len(extras) + len(metrics) + len(costs))}
+            *(f"citation {citation_label(p)}" for p, _ in pairs),
+            *(f"{s} {pct} ms" for s in stages for pct in STAGE_PERCENTILES), "gates"]
+    numeric = {0, 4, *range(5 + len(extras), len(head) - 1)}
     out = ["<div class='tablewrap'><table class='trials'><tr>"]
     out += [f"<th class='n'>{_e(h)}</th>" if i in numeric else f"<th>{_e(h)}</th>" for i, h in enumerate(head)]
     out.append("</tr>")
@@ -116,17 +130,61 @@ def _trials_table(results: SweepResults, ranked: Sequence[Trial]) -> str:
         failed = [v for v in _verdicts(results, t) if not v.passed]
         gate_cell = ("<span class='pass'>pass</span>" if not failed else
                      "<span class='why'>" + "<br>".join(_e(_short_verdict(v)) for v in failed) + "</span>")
+        noisy = noisy_gates(results, t)
+        if noisy:
+            gate_cell += f" {_NOISE} <span class='why'>{_e(', '.join(v.metric for v in noisy))}</span>"
         cells = [
             f"<td class='n'>{rank}</td>", f"<td class='id'>{_e(t.id)}</td>", f"<td>{_e(t.params.chunker)}</td>",
             f"<td class='nw'>{_e(_retriever_label(t.params))}</td>", f"<td class='n'>{t.params.top_k}</td>",
             *(f"<td>{_e('' if dumped.get(k) is None else dumped[k])}</td>" for k in extras),
             *(f"<td class='n'>{_e(_fmt_value(m, t.metrics.get(m)))}</td>" for m in metrics),
             *(f"<td class='n'>{_e(_fmt_value(c, getattr(t.costs, c, None)))}</td>" for c in costs),
+            *(f"<td class='n'>{_floor_html(t, p, f)}</td>" for p, f in pairs),
+            *(f"<td class='n'>{_stage_html(t, s, pct)}</td>" for s in stages for pct in STAGE_PERCENTILES),
             f"<td class='nw'>{gate_cell}</td>",
         ]
         out.append(f"<tr class='{cls}'>" + "".join(cells) + "</tr>")
     out.append("</table></div>")
     return "".join(out)
+
+
+def _floor_html(t: Trial, precision: str, floor: str) -> str:
+    text = _e(with_floor(t, precision, floor))
+    return text + f" <span class='floor'>{BELOW_FLOOR}</span>" if beats_floor(t, precision, floor) is False else text
+
+
+def _stage_html(t: Trial, stage: str, pct: str) -> str:
+    ms = stage_ms(t, stage, pct)
+    return "–" if ms is None else _e(_fmt_value(f"{stage}_{pct}_ms", ms))
+
+
+def _citations_html(t: Trial, pairs: Sequence[tuple[str, str]]) -> str:
+    cells = [f"{_e(citation_label(p))} {_floor_html(t, p, f)}" for p, f in pairs if measured(t.metrics.get(p)) is not None]
+    if not cells:
+        return "<p>Citations: not scored for this trial.</p>"
+    return ("<p>Citations: " + ", ".join(cells) + ". The floor is what always citing [1] (the top passage) "
+            "scores.</p>")
+
+
+def _held_out_html(h: HeldOut) -> str:
+    rows = held_out_rows(h)
+    flagged = [name for name, *_, overfit in rows if overfit]
+    title = (f"<h2>Held out: selected on <code>{_e(h.selection_split)}</code>, reported on <code>{_e(h.split)}</code>"
+             + (f" {_OVERFIT}" if flagged else "") + "</h2>")
+    note = (f"<p class='meta'><code>{_e(h.trial)}</code> re-run on the {_e(h.split)} split's {h.n_queries:,} "
+            f"queries. Each figure is the mean over queries with its {h.confidence:.0%} bootstrap interval; OVERFIT "
+            "marks a metric whose held-out mean falls outside the selection split's interval.</p>")
+    if not rows:
+        return title + note + "<p>No per-query scores to bootstrap.</p>"
+    body = "".join(
+        f"<tr><td>{_e(name)}</td><td class='n'>{_e(fmt_interval(chosen))}</td><td class='n'>{_e(fmt_interval(held))}</td>"
+        + ("<td>" + (_OVERFIT if overfit else "–" if overfit is None else
+                     "<span class='pass'>within the selection interval</span>") + "</td></tr>")
+        for name, chosen, held, overfit in rows
+    )
+    return (title + note + "<table class='narrow heldout'><tr><th>metric</th>"
+            f"<th class='n'>selection ({_e(h.selection_split)})</th><th class='n'>held out ({_e(h.split)})</th>"
+            f"<th>result</th></tr>{body}</table>")
 
 
 def _index_table(results: SweepResults) -> str | None:
@@ -161,10 +219,17 @@ def render_html(results: SweepResults, latencies: Latencies | None = None) -> st
         f"{len(results.trials)} trials · {_e(results.created_at)}</p>",
     ]
     gates_line = ", ".join(f"<code>{_e(g)}</code>" for g in results.gates) or "none"
+    pairs = citation_floor_pairs(results.trials)
     if sel is not None:
+        noisy = noisy_gates(results, sel)
         parts.append(
             f"<section class='card banner'><h2>Selected: <code>{_e(sel.id)}</code></h2>"
-            f"<div>{_e(_md_params(sel))}</div>{_kv(sel, quality)}</section>"
+            f"<div>{_e(_md_params(sel))}</div>{_kv(sel, quality)}"
+            + (f"<p>{_NOISE} " + ", ".join(f"<code>{_e(v.gate)}</code>" for v in noisy)
+               + f" {'passes' if len(noisy) == 1 else 'pass'} only within noise: the metric's bootstrap interval over"
+               " queries straddles the threshold.</p>" if noisy else "")
+            + (_citations_html(sel, pairs) if pairs else "")
+            + "</section>"
         )
         shown, shown_title = sel, "Gate verdicts for the selected trial"
     else:
@@ -179,6 +244,8 @@ def render_html(results: SweepResults, latencies: Latencies | None = None) -> st
     parts.append(f"<p class='objective'><b>Objective:</b> {_e(results.objective)}. <b>Gates:</b> {gates_line}</p>")
     if shown is not None and _verdicts(results, shown):
         parts.append(f"<h2>{shown_title}</h2>{_verdict_table(_verdicts(results, shown))}")
+    if results.held_out is not None:
+        parts.append(_held_out_html(results.held_out))
     if results.baseline is not None:
         b = results.baseline
         cls = "fail" if b.regressed else "pass"
@@ -217,8 +284,15 @@ def render_html(results: SweepResults, latencies: Latencies | None = None) -> st
         if svg is not None:
             parts.append(f"<h2>{_e(title)}</h2><div class='plot'><p>{_e(caption)}</p>{svg}</div>")
 
+    stages = stage_latency_columns(results.trials)
     parts.append("<h2>All trials</h2><p class='meta'>In objective order, passing trials first; "
-                 "results.csv has every metric and cost.</p>")
+                 "results.csv has every metric and cost."
+                 + (" Citation precision is beside its floor, what always citing [1] (the top passage) scores; "
+                    f"<span class='floor'>{BELOW_FLOOR}</span> marks a trial that does not beat it." if pairs else "")
+                 + (" Stage columns (" + ", ".join(f"<code>{_e(st)}</code>" for st in stages) + "): the latency that "
+                    "stage adds, for stages not in every trial or whose setting is swept; – where it did not run."
+                    if stages else "")
+                 + "</p>")
     parts.append(_trials_table(results, ranked))
     index_table = _index_table(results)
     if index_table is not None:

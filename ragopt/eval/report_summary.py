@@ -1,27 +1,35 @@
-"""summary.md: the selected trial, the objective, gate verdicts, and every trial in objective order."""
+"""summary.md: the selected trial, the objective, gate verdicts (marked where a pass is within noise), the
+held-out split's figures with their intervals, and every trial in objective order, with citation precision
+beside its floor and each stage's added latency where stages differ between trials."""
 
 from __future__ import annotations
 
 from ragopt.eval.gates import fmt, is_cost, parse_gates, quality_metric
 from ragopt.eval.report_common import (
-    _COST_LABELS, _extra_params, _fmt_value, _md_params, _passed, _ranked, _retriever_label, _verdicts, closest_trial,
+    _COST_LABELS, BELOW_FLOOR, STAGE_PERCENTILES, _extra_params, _fmt_value, _md_params, _passed, _ranked,
+    _retriever_label, _verdicts, beats_floor, citation_floor_pairs, citation_label, closest_trial, fmt_interval,
+    held_out_rows, noisy_gates, stage_latency_columns, stage_ms, with_floor,
 )
-from ragopt.eval.results import SweepResults, measured
+from ragopt.eval.results import HeldOut, SweepResults, Trial, measured
 
 
 def _md_escape(s: str) -> str:
     return s.replace("|", "\\|")
 
 
-_SUMMARY_COSTS = ("context_tokens", "p95_ms")  # what the objective reads
+_SUMMARY_COSTS = ("context_tokens", "p50_ms", "p95_ms")  # what the objective reads, and the median beside p95
+WITHIN_NOISE = "**within noise**"
+OVERFIT = "**OVERFIT**"
 
 
 def _summary_columns(results: SweepResults) -> tuple[list[str], list[str], list[str]]:
     """The summary's compact columns: the swept params beyond the base ones, the objective's quality metric
-    and the gates' metrics, and the costs the objective and the gates read. Every column is in results.csv."""
+    and the gates' metrics (less citation precisions: they have their own column, beside the floor), and the
+    costs the objective and the gates read. Every column is in results.csv."""
     trials = results.trials
     gated = [g.metric for g in parse_gates(results.gates)]
-    metrics = [quality_metric(results.gates), *(m for m in gated if not is_cost(m))]
+    with_floors = {p for p, _ in citation_floor_pairs(trials)}
+    metrics = [m for m in (quality_metric(results.gates), *(m for m in gated if not is_cost(m))) if m not in with_floors]
     costs = [*_SUMMARY_COSTS, *(m for m in gated if is_cost(m))]
 
     def present(names: list[str]) -> list[str]:
@@ -46,6 +54,7 @@ def render_summary(results: SweepResults) -> str:
     ]
     sel = results.selected_trial
     ranked = _ranked(results)
+    pairs = citation_floor_pairs(results.trials)
     if sel is not None:
         out += [f"## Selected: `{sel.id}`", "", _md_params(sel), ""]
         shown = sel
@@ -54,12 +63,22 @@ def render_summary(results: SweepResults) -> str:
         shown = closest_trial(results)
         if shown is not None:
             out += [f"Closest to passing: `{shown.id}` ({_md_params(shown)}).", ""]
+    if shown is not None and pairs:
+        out += [_md_citations(shown, pairs), ""]
     if shown is not None and _verdicts(results, shown):
+        noisy = noisy_gates(results, shown)
+        if noisy:
+            out += [f"{WITHIN_NOISE}: {', '.join(f'`{v.gate}`' for v in noisy)} "
+                    f"{'passes' if len(noisy) == 1 else 'pass'} only within noise (the metric's bootstrap interval "
+                    "over queries straddles the threshold).", ""]
         out += ["| gate | observed | result |", "|---|---:|---|"]
         for v in _verdicts(results, shown):
             obs = "not measured" if v.observed is None else fmt(v.observed)
-            out.append(f"| `{v.gate}` | {obs} | {'pass' if v.passed else 'FAIL'}: {_md_escape(v.message)} |")
+            word = "FAIL" if not v.passed else f"pass, {WITHIN_NOISE}" if v.within_noise else "pass"
+            out.append(f"| `{v.gate}` | {obs} | {word}: {_md_escape(v.message)} |")
         out.append("")
+    if results.held_out is not None:
+        out += _md_held_out(results.held_out)
     if results.baseline is not None:
         b = results.baseline
         out += [
@@ -75,21 +94,37 @@ def render_summary(results: SweepResults) -> str:
         out.append("")
 
     extras, metrics, costs = _summary_columns(results)
+    stages = stage_latency_columns(results.trials)
     head = ["#", "trial", "chunker", "retriever", "top_k", *extras, *metrics,
-            *(_COST_LABELS.get(c, c) for c in costs), "gates"]
+            *(_COST_LABELS.get(c, c) for c in costs), *(f"citation {citation_label(p)}" for p, _ in pairs),
+            *(f"{s} {pct} ms" for s in stages for pct in STAGE_PERCENTILES), "gates"]
+    notes = []
+    if pairs:
+        notes.append("Citation precision is beside its floor, what always citing [1] (the top passage) scores; "
+                     f"**{BELOW_FLOOR}** marks a trial that does not beat it.")
+    if stages:
+        notes.append(f"Stage columns ({', '.join(f'`{s}`' for s in stages)}): the latency that stage adds, for "
+                     "stages not in every trial or whose setting is swept; – where it did not run.")
     out += ["## Trials (objective order, passing first)", "",
             "Key columns only: every metric and cost of every trial is in `results.csv`.", "",
+            *(line for n in notes for line in (n, "")),
             "| " + " | ".join(head) + " |",
             "|" + "|".join("---:" if i == 0 or 4 <= i < len(head) - 1 else "---" for i in range(len(head))) + "|"]
     for rank, t in enumerate(ranked, start=1):
         dumped, values = t.params.model_dump(), t.values()
         failed = [v.gate for v in _verdicts(results, t) if not v.passed]
+        noisy = [v.gate for v in noisy_gates(results, t)]
         name = f"**{t.id}**" if t.id == results.selected else t.id
+        gates = "pass" if not failed else "fails " + ", ".join(f"`{g}`" for g in failed)
+        if noisy:
+            gates += f" ({WITHIN_NOISE}: {', '.join(f'`{g}`' for g in noisy)})"
         cells = [
             str(rank), name, t.params.chunker, _retriever_label(t.params), str(t.params.top_k),
             *("" if dumped.get(k) is None else str(dumped[k]) for k in extras),
             *(_fmt_value(n, values.get(n)) for n in (*metrics, *costs)),
-            "pass" if not failed else "fails " + ", ".join(f"`{g}`" for g in failed),
+            *(_md_floor(t, p, f) for p, f in pairs),
+            *(_md_stage(t, s, pct) for s in stages for pct in STAGE_PERCENTILES),
+            gates,
         ]
         out.append("| " + " | ".join(_md_escape(c) for c in cells) + " |")
     out.append("")
@@ -101,3 +136,41 @@ def render_summary(results: SweepResults) -> str:
             out.append(f"- `{t.id}`: {_md_escape(msgs)}")
         out.append("")
     return "\n".join(out)
+
+
+def _md_floor(t: Trial, precision: str, floor: str) -> str:
+    text = with_floor(t, precision, floor)
+    return text + f" **{BELOW_FLOOR}**" if beats_floor(t, precision, floor) is False else text
+
+
+def _md_stage(t: Trial, stage: str, pct: str) -> str:
+    ms = stage_ms(t, stage, pct)
+    return "–" if ms is None else _fmt_value(f"{stage}_{pct}_ms", ms)
+
+
+def _md_citations(t: Trial, pairs: list[tuple[str, str]]) -> str:
+    cells = [f"{citation_label(p)} {_md_floor(t, p, f)}" for p, f in pairs if measured(t.metrics.get(p)) is not None]
+    return ("Citations: " + ", ".join(cells) + ". The floor is what always citing [1] (the top passage) "
+            "scores.") if cells else "Citations: not scored for this trial."
+
+
+def _md_held_out(h: HeldOut) -> list[str]:
+    rows = held_out_rows(h)
+    flagged = [name for name, *_, overfit in rows if overfit]
+    out = [
+        f"## Held out: selected on `{h.selection_split}`, reported on `{h.split}`"
+        + (f": {OVERFIT} ({', '.join(flagged)})" if flagged else ""),
+        "",
+        f"`{h.trial}` re-run on the {h.split} split's {h.n_queries:,} queries. Each figure is the mean over queries "
+        f"with its {h.confidence:.0%} bootstrap interval; {OVERFIT} marks a metric whose held-out mean falls "
+        "outside the selection split's interval.",
+        "",
+    ]
+    if not rows:
+        return out + ["No per-query scores to bootstrap.", ""]
+    out += [f"| metric | selection ({_md_escape(h.selection_split)}) | held out ({_md_escape(h.split)}) | result |",
+            "|---|---:|---:|---|"]
+    for name, chosen, held, overfit in rows:
+        result = OVERFIT if overfit else "–" if overfit is None else "within the selection interval"
+        out.append(f"| {_md_escape(name)} | {fmt_interval(chosen)} | {fmt_interval(held)} | {result} |")
+    return out + [""]
