@@ -130,12 +130,66 @@ def _int(value: str, flag: str) -> int:
         raise InputError(f"expected an integer, got {value!r}", field=flag) from None
 
 
+def _ms(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}" if value < 10 else f"{value:.1f}"
+
+
+def table_lines(results: Any, rows: int = TABLE_ROWS) -> list[str]:
+    """The sweep table, best `rows` trials in objective order: the objective's and the gates' metrics,
+    recall@10 and nDCG@10, context tokens, p50/p95 latency, citation precision beside its floor ("!" where it
+    does not beat it) when answers were scored, and the p50/p95 each stage adds where stages differ between
+    trials (not in every trial, or a swept setting names them)."""
+    from ragopt.eval.gates import is_cost, quality_metric, rank_trials
+    from ragopt.eval.report_common import (
+        STAGE_PERCENTILES, beats_floor, citation_floor_pairs, citation_label, stage_latency_columns, stage_ms,
+    )
+    from ragopt.eval.results import measured
+
+    ranked = rank_trials(results.trials, results.gates, results.verdicts)
+    if not ranked:
+        return []
+    pairs = citation_floor_pairs(results.trials)
+    stages = stage_latency_columns(results.trials)
+    gate_metrics = [v.metric for v in results.verdicts.get(ranked[0].id, []) if not is_cost(v.metric)]
+    cols = [c for c in dict.fromkeys([quality_metric(results.gates), *gate_metrics, "recall@10", "ndcg@10"])
+            if c not in {p for p, _ in pairs}]
+    cite_heads = [f"cite {citation_label(p)} (floor) " for p, _ in pairs]
+    stage_heads = [f"{s} {'/'.join(STAGE_PERCENTILES)}" for s in stages]
+    widths = [max(len(h), 14) + 2 for h in cite_heads] + [max(len(h), 11) + 2 for h in stage_heads]
+    heads = [*cite_heads, *stage_heads]
+    shown = ranked[:rows]
+    idw = max(32, *(len(t.id) + 1 for t in shown))  # a long trial id does not run into the first value
+    lines = [f"  {'':1} {'trial':<{idw}}" + "".join(f"{c:>12}" for c in cols) + f"{'ctx tok':>10}{'p50 ms':>9}{'p95 ms':>9}"
+             + "".join(f"{h:>{w}}" for h, w in zip(heads, widths))]
+    below_floor = False
+    for t in shown:
+        ok = "*" if t.id == results.selected else ("+" if all(v.passed for v in results.verdicts.get(t.id, [])) else " ")
+        vals = "".join(f"{_nan_if_unmeasured(t.metrics.get(c)):>12.4f}" for c in cols)
+        ctx, p50, p95 = (_nan_if_unmeasured(x) for x in (t.costs.context_tokens, t.costs.p50_ms, t.costs.p95_ms))
+        cells = []
+        for p, f in pairs:
+            prec, floor = measured(t.metrics.get(p)), measured(t.metrics.get(f))
+            beaten = beats_floor(t, p, f)
+            below_floor |= beaten is False
+            cells.append("" if prec is None else f"{prec:.3f}" + ("" if floor is None else f" ({floor:.3f})")
+                         + ("!" if beaten is False else " "))
+        for stage in stages:
+            ms = [stage_ms(t, stage, pct) for pct in STAGE_PERCENTILES]
+            cells.append("-" if all(m is None for m in ms) else "/".join(_ms(m) for m in ms))
+        lines.append(f"  {ok:1} {t.id:<{idw}}{vals}{ctx:>10.0f}{p50:>9.2f}{p95:>9.2f}"
+                     + "".join(f"{c:>{w}}" for c, w in zip(cells, widths)))
+    if below_floor:
+        lines.append("  ! citation precision not above its floor (what always citing [1], the top passage, scores)")
+    if stages:
+        lines.append(f"  stage columns: the ms each stage adds (p50/p95; - where it did not run): {', '.join(stages)}")
+    return lines
+
+
 def run(args: argparse.Namespace) -> int:
     import sys
 
     from ragopt.data import load_evalset
     from ragopt.eval.bootstrap import compare_to_baseline
-    from ragopt.eval.gates import is_cost, quality_metric, rank_trials
     from ragopt.eval.report import closest_trial, write_outputs
     from ragopt.eval.results import SweepResults
     from ragopt.eval.heldout import split_holdout
@@ -172,22 +226,14 @@ def run(args: argparse.Namespace) -> int:
         )
         paths = write_outputs(results, out, outcome.latencies)
 
-    ranked = rank_trials(results.trials, results.gates, results.verdicts)
-    gate_metrics = [v.metric for v in results.verdicts[ranked[0].id] if not is_cost(v.metric)]
-    cols = list(dict.fromkeys([quality_metric(results.gates), *gate_metrics, "recall@10", "ndcg@10"]))
     print(f"{evalset.name}: {len(evalset.documents)} documents, {len(evalset.queries)} queries, "
           f"{len(results.trials)} trials in {outcome.seconds:.1f} s")
     print(f"objective: {results.objective}")
     print(f"gates: {', '.join(results.gates) or '(none)'}")
-    header = f"  {'':1} {'trial':<32}" + "".join(f"{c:>12}" for c in cols) + f"{'ctx tok':>10}{'p95 ms':>9}"
-    print(header)
-    for t in ranked[:TABLE_ROWS]:
-        ok = "*" if t.id == results.selected else ("+" if all(v.passed for v in results.verdicts[t.id]) else " ")
-        vals = "".join(f"{_nan_if_unmeasured(t.metrics.get(c)):>12.4f}" for c in cols)
-        ctx, p95 = _nan_if_unmeasured(t.costs.context_tokens), _nan_if_unmeasured(t.costs.p95_ms)
-        print(f"  {ok:1} {t.id:<32}{vals}{ctx:>10.0f}{p95:>9.2f}")
-    if len(ranked) > TABLE_ROWS:
-        print(f"  ... {len(ranked) - TABLE_ROWS} more in {paths['csv']}")
+    for line in table_lines(results):
+        print(line)
+    if len(results.trials) > TABLE_ROWS:
+        print(f"  ... {len(results.trials) - TABLE_ROWS} more in {paths['csv']}")
     print(f"outputs: {', '.join(str(p) for p in paths.values())}")
     code = 0
     if results.selected:
