@@ -63,7 +63,9 @@ def require_ray(field: str = "executor", path: str | None = None) -> None:
 @contextmanager
 def ray_session(address: str | None, num_cpus: int | None = None) -> Iterator[Any]:
     """A connected `ray` module: the session already open in this process (left open), else one started
-    here (a local instance, or the cluster at `address`) and shut down on the way out."""
+    here and shut down on the way out: the cluster at `address` (e.g. ray://HEAD:10001, or "auto" for the
+    one `ray start` runs on this machine), or without one, always a new local instance (never a cluster
+    left behind in /tmp/ray by an earlier `ray start`, which plain `ray.init()` would join)."""
     import ray
 
     if ray.is_initialized():
@@ -72,7 +74,7 @@ def ray_session(address: str | None, num_cpus: int | None = None) -> Iterator[An
     if address:
         ray.init(address=address, log_to_driver=False)
     else:
-        ray.init(num_cpus=num_cpus, include_dashboard=False, log_to_driver=False)
+        ray.init(address="local", num_cpus=num_cpus, include_dashboard=False, log_to_driver=False)
     try:
         yield ray
     finally:

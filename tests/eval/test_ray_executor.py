@@ -15,7 +15,7 @@ from fixtures.tiny_corpus import write_beir
 ray = pytest.importorskip("ray")
 
 from ragopt.data.beir import load_beir  # noqa: E402
-from ragopt.eval.ray_executor import grid_tasks, ray_session  # noqa: E402
+from ragopt.eval.ray_executor import grid_tasks, ray_session, run_trials  # noqa: E402
 from ragopt.eval.sweep import SweepConfig, run_sweep  # noqa: E402
 
 # 2 chunkers x 2 retrievers x 2 K = 8 trials. The selection is the passing trial with the fewest context
@@ -70,6 +70,11 @@ def test_grid_tasks_keep_plan_order_and_a_group_together_unless_cpus_are_idle() 
         tasks = grid_tasks(plans, cpus)
         assert [p for t in tasks for p in t] == plans
         assert all(len({p.chunker.label for _, p in t}) == 1 for t in tasks)
+
+
+def test_a_task_refuses_to_run_other_ragopt_code_than_the_drivers(both: dict[str, Any]) -> None:
+    with pytest.raises(RuntimeError, match="other ragopt code"):
+        run_trials(both["evalset"], GRID, str(both["root"] / "ws-ray"), [], set(), GRID.plans()[:1], "not-this-code", False)
 
 
 def test_optuna_on_ray_samples_distinct_grid_trials_reproducibly(both: dict[str, Any]) -> None:
