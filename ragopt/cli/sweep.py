@@ -38,7 +38,8 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p.add_argument("--executor", choices=["local", "ray"],
                    help="local (default: trials in this process) or ray (trials as Ray tasks; pip install 'ragopt[ray]'). "
                         "Every Ray worker must read and write the workspace at the same path: on a cluster, "
-                        "--workspace on a shared file system (vectors may go to a Qdrant server: [store] url)")
+                        "`ragopt --workspace DIR` on a shared file system (vectors may go to a Qdrant server: "
+                        "[store] url)")
     p.add_argument("--address", metavar="ADDR",
                    help="with --executor ray: the Ray cluster, e.g. ray://HEAD:10001, or auto on a node of one started "
                         "with `ray start` (default: a new local Ray instance)")
