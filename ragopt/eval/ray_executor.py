@@ -92,8 +92,8 @@ def run_trials(evalset: EvalSet, config: SweepConfig, workspace: str, names: lis
     if code_fingerprint() != code:
         import ragopt
 
-        raise RuntimeError(f"this Ray worker runs other ragopt code ({ragopt.__file__}, {code_fingerprint()}) than the "
-                           f"driver ({code}): install the same ragopt on every node")
+        raise InputError(f"a Ray worker runs other ragopt code ({ragopt.__file__}, {code_fingerprint()}) than this "
+                         f"driver ({code}): install the same ragopt on every node", field="executor")
     path = Path(workspace)
     queries = [q.query for q in evalset.queries]
     done = []
@@ -148,7 +148,7 @@ def run_on_ray(plans: list[tuple[str, PlanConfig]], runner: Any, config: SweepCo
         cpus = max(1, int(ray.cluster_resources().get("CPU", 1)))
         code = code_fingerprint()
 
-        def run(batches: list[list[tuple[str, PlanConfig]]], bar: Any) -> list[Trial]:
+        def run(batches: list[list[tuple[str, PlanConfig]]], bar: Any = None) -> list[Trial]:
             refs = [task.remote(*shared, batch, code, rankings) for batch in batches]
             sizes = {ref: len(batch) for ref, batch in zip(refs, batches)}
             pending = list(refs)
@@ -156,7 +156,8 @@ def run_on_ray(plans: list[tuple[str, PlanConfig]], runner: Any, config: SweepCo
                 while pending:  # progress as tasks finish (a failure stops the sweep at once); results in order below
                     ready, pending = ray.wait(pending, num_returns=1)
                     ray.get(ready)
-                    bar.update(sum(sizes[r] for r in ready))
+                    if bar is not None:
+                        bar.update(sum(sizes[r] for r in ready))
                 finished = ray.get(refs)
             except RayTaskError as exc:
                 if isinstance(exc.cause, InputError):  # one line, as the local executor reports it
@@ -172,10 +173,9 @@ def run_on_ray(plans: list[tuple[str, PlanConfig]], runner: Any, config: SweepCo
             with tqdm(total=len(plans), desc=f"trials (ray, {cpus} CPUs)", disable=not progress) as bar:
                 run(grid_tasks(plans, cpus), bar)
             return
-        with tqdm(disable=True) as quiet:  # optuna_search shows its own progress
-            def evaluate_batch(todo: list[tuple[str, PlanConfig]]) -> list[Trial]:
-                return run([[item] for item in todo], quiet) if todo else []
 
-            optuna_search(plans, lambda tid, plan: evaluate_batch([(tid, plan)])[0], gates,
-                          max_trials=max_trials, seed=config.seed,
-                          progress=progress, evaluate_batch=evaluate_batch, batch=cpus)
+        def evaluate_batch(todo: list[tuple[str, PlanConfig]]) -> list[Trial]:  # one task per trial
+            return run([[item] for item in todo]) if todo else []
+
+        optuna_search(plans, lambda tid, plan: evaluate_batch([(tid, plan)])[0], gates, max_trials=max_trials,
+                      seed=config.seed, progress=progress, evaluate_batch=evaluate_batch, batch=cpus)

@@ -1,7 +1,8 @@
 """The Ray executor on a local Ray instance: the same grid gives the same trials, in the same order, with the
 same metrics, rankings and selection as the local executor (latencies differ and are not compared), each in
-its own workspace; Optuna's TPE drives Ray tasks reproducibly; a session the caller opened is left open.
-Skips where ray is not installed, which in CI (RAGOPT_REQUIRE_ALL=1) fails instead."""
+its own workspace; Optuna's TPE drives Ray tasks reproducibly; a session the caller opened is left open; a
+worker running other ragopt code stops the sweep with one line. Skips where ray is not installed, which in CI
+(RAGOPT_REQUIRE_ALL=1) fails instead."""
 
 from __future__ import annotations
 
@@ -15,7 +16,8 @@ from fixtures.tiny_corpus import write_beir
 ray = pytest.importorskip("ray")
 
 from ragopt.data.beir import load_beir  # noqa: E402
-from ragopt.eval.ray_executor import grid_tasks, ray_session, run_trials  # noqa: E402
+from ragopt.errors import InputError  # noqa: E402
+from ragopt.eval.ray_executor import grid_tasks, ray_session  # noqa: E402
 from ragopt.eval.sweep import SweepConfig, run_sweep  # noqa: E402
 
 # 2 chunkers x 2 retrievers x 2 K = 8 trials. The selection is the passing trial with the fewest context
@@ -72,23 +74,36 @@ def test_grid_tasks_keep_plan_order_and_a_group_together_unless_cpus_are_idle() 
         assert all(len({p.chunker.label for _, p in t}) == 1 for t in tasks)
 
 
-def test_a_task_refuses_to_run_other_ragopt_code_than_the_drivers(both: dict[str, Any]) -> None:
-    with pytest.raises(RuntimeError, match="other ragopt code"):
-        run_trials(both["evalset"], GRID, str(both["root"] / "ws-ray"), [], set(), GRID.plans()[:1], "not-this-code", False)
+@pytest.fixture(scope="module")
+def session(both: dict[str, Any]) -> Any:
+    """A Ray session opened by the caller (after `both`, whose sweep starts and stops its own instance)."""
+    with ray_session(None, num_cpus=2):
+        yield ray
+    assert not ray.is_initialized()
 
 
-def test_optuna_on_ray_samples_distinct_grid_trials_reproducibly(both: dict[str, Any]) -> None:
+def test_optuna_on_ray_samples_distinct_grid_trials_reproducibly(both: dict[str, Any], session: Any) -> None:
     pytest.importorskip("optuna")
     config = GRID.model_copy(update={"executor": "ray", "search": "optuna", "max_trials": 4, "seed": 3})
     ws = both["root"] / "ws-optuna"
-    with ray_session(None, num_cpus=2):  # open here, so the sweeps reuse it and leave it open
-        first = run_sweep(both["evalset"], config, ws, progress=False).results
-        assert ray.is_initialized()
-        second = run_sweep(both["evalset"], config, ws, progress=False).results
-        assert ray.is_initialized()
-    assert not ray.is_initialized()
+    first = run_sweep(both["evalset"], config, ws, progress=False).results
+    assert ray.is_initialized()  # the caller's session is left open
+    second = run_sweep(both["evalset"], config, ws, progress=False).results
     ids = [t.id for t in first.trials]
     assert len(ids) == len(set(ids)) == 4 and ids == [t.id for t in second.trials]
     grid = {t.id: t for t in both["local"].results.trials}
     for trial in first.trials:
         assert trial.metrics == grid[trial.id].metrics, trial.id
+
+
+def test_a_worker_with_other_ragopt_code_stops_the_sweep_in_one_line(
+    both: dict[str, Any], session: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import ragopt.eval.executor
+
+    monkeypatch.setattr(ragopt.eval.executor, "code_fingerprint", lambda: "a-driver-of-other-code")
+    config = GRID.model_copy(update={"executor": "ray", "chunk_sizes": ["whole"], "top_k": [3]})
+    with pytest.raises(InputError, match="other ragopt code") as caught:
+        run_sweep(both["evalset"], config, both["root"] / "ws-other-code", progress=False)
+    assert "\n" not in str(caught.value) and "install the same ragopt on every node" in str(caught.value)
+    assert ray.is_initialized()
