@@ -67,3 +67,10 @@ def test_in_test_skip_fails_but_a_missing_dataset_still_skips(tmp_path: Path) ->
     assert proc.returncode == 1, out
     assert "1 failed" in out and "1 skipped" in out
     assert "FAILED" in out and "test_scores_answers" in out and "ragas" in out
+
+
+def test_ray_is_declared_as_a_word_only() -> None:
+    from fixtures.require_all import _DECLARED
+
+    assert _DECLARED.search("could not import 'ray': No module named 'ray'")
+    assert not _DECLARED.search("an array of floats") and not _DECLARED.search("pyarrow is absent")

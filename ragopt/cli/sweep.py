@@ -35,6 +35,14 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p.add_argument("--search", choices=["grid", "optuna"], help="grid (every trial) or optuna (TPE, seeded, --max-trials)")
     p.add_argument("--max-trials", type=int, help="optuna: how many trials to sample")
     p.add_argument("--seed", type=int, help="seed of the sampler, the holdout split and bootstrap intervals")
+    p.add_argument("--executor", choices=["local", "ray"],
+                   help="local (default: trials in this process) or ray (trials as Ray tasks; pip install 'ragopt[ray]'). "
+                        "Every Ray worker must read and write the workspace at the same path: on a cluster, "
+                        "`ragopt --workspace DIR` on a shared file system (vectors may go to a Qdrant server: "
+                        "[store] url)")
+    p.add_argument("--address", metavar="ADDR",
+                   help="with --executor ray: the Ray cluster, e.g. ray://HEAD:10001, or auto on a node of one started "
+                        "with `ray start` (default: a new local Ray instance)")
     p.add_argument("--no-progress", action="store_true")
     return p
 
@@ -81,6 +89,10 @@ def load_config(args: argparse.Namespace):  # type: ignore[no-untyped-def]
         if getattr(args, name) is not None:
             data[name] = getattr(args, name)
             flags[name] = "--" + name.replace("_", "-")
+    if args.executor is not None:
+        data["executor"], flags["executor"] = args.executor, "--executor"
+    if args.address is not None:
+        data["ray_address"], flags["ray_address"] = args.address, "--address"
     data["gates"] = list(data.get("gates") or []) + list(args.gate)
     if args.baseline:
         data["baseline"] = {**(data.get("baseline") or {}), "path": args.baseline}
@@ -89,12 +101,17 @@ def load_config(args: argparse.Namespace):  # type: ignore[no-untyped-def]
             raise InputError("--tolerance needs --baseline", field="--tolerance")
         data["baseline"]["tolerance"] = args.tolerance
     try:
-        return validate(SweepConfig, data, source)
+        config = validate(SweepConfig, data, source)
     except InputError as exc:
         flag = flags.get((exc.field or "").split(".")[0])
         if flag is None:
             raise
-        raise InputError(exc.message, field=flag) from None
+        raise InputError(exc.message.removeprefix("Value error, "), field=flag) from None
+    if config.executor == "ray":
+        from ragopt.eval.ray_executor import require_ray
+
+        require_ray(field=flags.get("executor", "executor"), path=None if "executor" in flags else source)
+    return config
 
 
 def _stage_setting(assignment: str) -> tuple[str, str, list[Any]]:

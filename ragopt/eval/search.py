@@ -16,6 +16,7 @@ from ragopt.eval.results import Trial, measured
 from ragopt.plan import PlanConfig
 
 Evaluate = Callable[[str, PlanConfig], Trial]
+EvaluateBatch = Callable[[list[tuple[str, PlanConfig]]], list[Trial]]  # trials in the order given
 
 
 def coordinates(plan: PlanConfig) -> dict[str, str]:
@@ -47,8 +48,12 @@ def objective(trial: Trial, gates: Sequence[Any]) -> float:
 
 
 def optuna_search(plans: list[tuple[str, PlanConfig]], evaluate: Evaluate, gates: Sequence[Any], *, max_trials: int,
-                  seed: int, progress: bool) -> None:
-    """Sample up to `max_trials` distinct trials of the grid with TPE; each is evaluated once."""
+                  seed: int, progress: bool, evaluate_batch: EvaluateBatch | None = None, batch: int = 1) -> None:
+    """Sample up to `max_trials` distinct trials of the grid with TPE; each is evaluated once.
+
+    With `evaluate_batch` (the Ray executor), up to `batch` distinct asked trials are evaluated together
+    before they are told (TPE then lies constantly about the ones in flight); `batch=1` asks and tells in
+    exactly the order of the sequential search."""
     try:
         import optuna
     except ImportError:
@@ -60,25 +65,37 @@ def optuna_search(plans: list[tuple[str, PlanConfig]], evaluate: Evaluate, gates
             dims.setdefault(name, [])
             if value not in dims[name]:
                 dims[name].append(value)
+    if evaluate_batch is None:
+        evaluate_batch = lambda todo: [evaluate(tid, plan) for tid, plan in todo]  # noqa: E731
     seen: dict[str, float] = {}
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    study = optuna.create_study(direction="minimize", sampler=optuna.samplers.TPESampler(seed=seed))
+    sampler = optuna.samplers.TPESampler(seed=seed, **({"constant_liar": True} if batch > 1 else {}))
+    study = optuna.create_study(direction="minimize", sampler=sampler)
     budget = min(max_trials, len(plans))
     attempts = 0
     from tqdm import tqdm
 
     bar = tqdm(total=budget, desc="trials (optuna)", disable=not progress)
     while len(seen) < budget and attempts < 20 * budget:  # proposals of an already-run trial do not count
-        attempts += 1
-        ask = study.ask()
-        choice = tuple(sorted((name, ask.suggest_categorical(name, values)) for name, values in dims.items()))
-        found = by_coords.get(choice)
-        if found is None:  # a combination the grid leaves out (e.g. an overlap as large as the chunk)
-            study.tell(ask, state=optuna.trial.TrialState.PRUNED)
-            continue
-        tid, plan = found
-        if tid not in seen:
-            seen[tid] = objective(evaluate(tid, plan), gates)
+        asked: list[tuple[Any, str]] = []  # (optuna trial, trial id) awaiting a value
+        todo: dict[str, PlanConfig] = {}  # distinct trials to evaluate in this batch
+        while len(todo) < batch and len(seen) + len(todo) < budget and attempts < 20 * budget:
+            attempts += 1
+            ask = study.ask()
+            choice = tuple(sorted((name, ask.suggest_categorical(name, values)) for name, values in dims.items()))
+            found = by_coords.get(choice)
+            if found is None:  # a combination the grid leaves out (e.g. an overlap as large as the chunk)
+                study.tell(ask, state=optuna.trial.TrialState.PRUNED)
+                continue
+            tid, plan = found
+            if tid in seen:
+                study.tell(ask, seen[tid])
+                continue
+            todo[tid] = plan
+            asked.append((ask, tid))
+        for tid, trial in zip(todo, evaluate_batch(list(todo.items()))):
+            seen[tid] = objective(trial, gates)
             bar.update(1)
-        study.tell(ask, seen[tid])
+        for ask, tid in asked:
+            study.tell(ask, seen[tid])
     bar.close()

@@ -61,6 +61,9 @@ class SweepConfig(StrictModel):
     search: Literal["grid", "optuna"] = "grid"
     max_trials: int | None = Field(None, gt=0, description="optuna: trials to sample (default: a quarter of the grid)")
     seed: int = 0
+    executor: Literal["local", "ray"] = Field(
+        "local", description="local (this process) or ray (trials as Ray tasks; the workspace must be shared)")
+    ray_address: str | None = Field(None, description="executor ray: the cluster's address (default: a local Ray instance)")
     select_split: str | None = Field(None, description="select on this split ...")
     report_split: str | None = Field(None, description="... and report the selected trial on this one")
     holdout: float | None = Field(None, gt=0, lt=1, description="no splits: hold this share of queries out (seeded)")
@@ -71,6 +74,13 @@ class SweepConfig(StrictModel):
         if not v or any(k <= 0 for k in v):
             raise ValueError("top_k must be a non-empty list of positive integers")
         return sorted(set(v))
+
+    @field_validator("ray_address")
+    @classmethod
+    def _address_needs_ray(cls, v: str | None, info: Any) -> str | None:
+        if v is not None and info.data.get("executor") != "ray":
+            raise ValueError('a Ray address needs executor "ray" (--executor ray)')
+        return v
 
     @field_validator("alphas")
     @classmethod

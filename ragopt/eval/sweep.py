@@ -6,6 +6,7 @@ stage memo per sweep, so a stage that already ran on the same inputs (query embe
 given depth, an answer from the same passages) is not run again within the sweep, and its span is reused;
 whole trials' outcomes and answer scores are kept in the workspace cache, so a warm re-run of an unchanged
 sweep in a fresh process only recomputes metrics. Every latency is measured at the trial's own depth.
+With `executor = "ray"` the same trials run as Ray tasks over the same workspace (ragopt.eval.ray_executor).
 """
 
 from __future__ import annotations
@@ -198,6 +199,10 @@ def run_sweep(
         _check_answer_metrics(config.answer_metrics)
     gates = check_known(config.gates, names + list(COST_NAMES))
     check_plans([plan for _, plan in config.plans()])  # a bad file, model or budget named by a stage: before any work
+    if config.executor == "ray":
+        from ragopt.eval.ray_executor import require_ray
+
+        require_ray()
     requested = config
     config = resolve_trained_models(config, workspace, progress=progress)  # trains what the workspace lacks
     plans = config.plans()
@@ -211,24 +216,32 @@ def run_sweep(
     latencies: dict[str, list[float]] = {}
     ran: dict[str, PlanConfig] = {}
 
+    def record(tid: str, plan: PlanConfig, trial: Trial, ms: list[float], rankings: Any) -> Trial:
+        trials.append(trial)
+        ran[tid] = plan
+        latencies[tid] = ms
+        if runs_dir is not None:
+            write_trec(runs_dir / f"{tid}.trec", tid, rankings)
+        return trial
+
     def evaluate(tid: str, plan: PlanConfig) -> Trial:
         outcomes, index = runner.run(plan, queries, tid)
         trial = score_trial(tid, plan, outcomes, index, evalset, config, names, keep, runner.cache)
-        trials.append(trial)
-        ran[tid] = plan
-        latencies[tid] = [o.ms for o in outcomes]
-        if runs_dir is not None:
-            write_trec(runs_dir / f"{tid}.trec", tid, (
-                (o.query_id, best_per_doc((doc, score) for _, doc, _, _, score in o.ranking)) for o in outcomes))
-        return trial
+        return record(tid, plan, trial, [o.ms for o in outcomes], (
+            (o.query_id, best_per_doc((doc, score) for _, doc, _, _, score in o.ranking)) for o in outcomes))
 
+    max_trials = config.max_trials or max(1, len(plans) // 4)
     try:
-        if config.search == "grid":
+        if config.executor == "ray":  # the same trials as Ray tasks (ragopt.eval.ray_executor)
+            from ragopt.eval.ray_executor import run_on_ray
+
+            run_on_ray(plans, runner, config, names, keep, gates, record, max_trials=max_trials,
+                       rankings=runs_dir is not None, progress=progress)
+        elif config.search == "grid":
             for tid, plan in tqdm(plans, desc="trials", disable=not progress):
                 evaluate(tid, plan)
         else:
-            optuna_search(plans, evaluate, gates, max_trials=config.max_trials or max(1, len(plans) // 4),
-                          seed=config.seed, progress=progress)
+            optuna_search(plans, evaluate, gates, max_trials=max_trials, seed=config.seed, progress=progress)
     finally:
         runner.close()
         if own_resources:
@@ -247,7 +260,7 @@ def run_sweep(
             "embedder": ModelInfo(name=config.embedder.model, fingerprint=embedder.fingerprint),
             "context_tokenizer": ModelInfo(name=counter.name, fingerprint=counter.fingerprint),
         },
-        search_space=requested.model_dump(mode="json", exclude={"baseline", "store"}),
+        search_space=requested.model_dump(mode="json", exclude={"baseline", "store", "executor", "ray_address"}),
         objective=objective_for(gates),
         gates=[g.expr for g in gates],
         trials=trials,

@@ -270,6 +270,7 @@ SWEEP_BAD_INPUT = {
                               "rerank", "/nonexistent/reranker"),
     "bad-knob-value": (("--set", "rewrite.mode=rules,sideways"), "[--set]", "sideways"),
     "split-without-qrels": (("--select-split", "train", "--report-split", "test"), "train", "qrels"),
+    "address-without-ray": (("--address", "ray://head:10001"), "[--address]", "--executor ray"),
 }
 
 
@@ -284,3 +285,16 @@ def test_a_bad_sweep_input_is_one_line_before_any_work(tmp_path: Path, case: str
     line = one_line_error(done, "sweep")
     assert where in line and detail in line, line
     assert not (tmp_path / "out").exists() and not any(ws.rglob("*"))  # nothing built, cached or written
+
+
+def test_sweep_on_ray_without_ray_installed_is_one_line_naming_executor(tmp_path: Path) -> None:
+    dataset, ws = write_beir(tmp_path / "tiny"), tmp_path / "ws"
+    hide_ray = "import sys; sys.modules['ray'] = None; from ragopt.cli import main; sys.exit(main(sys.argv[1:]))"
+    done = subprocess.run(
+        [sys.executable, "-c", hide_ray, "--workspace", str(ws), "sweep", "--dataset", str(dataset), "--executor", "ray",
+         "--out", str(tmp_path / "out")],
+        capture_output=True, text=True, timeout=120, env={**os.environ, "HF_HUB_OFFLINE": "1"}, cwd=tmp_path,
+    )  # fmt: skip
+    line = one_line_error(done, "sweep")
+    assert "[--executor]" in line and "pip install 'ragopt[ray]'" in line, line
+    assert not (tmp_path / "out").exists() and not ws.exists()
