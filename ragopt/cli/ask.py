@@ -96,6 +96,9 @@ def _pipeline(args: argparse.Namespace, plan, resources):  # type: ignore[no-unt
         evalset = load_evalset(args.dataset, split=args.split)
         pipeline, _ = open_plan(plan, evalset.documents, workspace, store=_common.store_config(args), resources=resources,
                                 progress=sys.stderr.isatty(), cache_queries=True)
+        from ragopt.index import make_embedder
+
+        make_embedder(workspace, plan.embedder, resources).model  # loaded before the question arrives, as the LLM is
         return pipeline
     print("note: no --dataset given: answering from the question alone, without passages or citations", file=sys.stderr)
     from ragopt.index import make_embedder
