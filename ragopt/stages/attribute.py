@@ -6,7 +6,9 @@ after generation and rewrites the answer's `[n]` markers from the text itself: f
 passage n is the IDF-weighted share of the sentence's content words that occur in the passage's title or
 text (IDF over the passages of this answer, so words every passage shares weigh little). The best passage
 (ties: the better-ranked) is cited when its support reaches `min_support`; a sentence without enough
-support for any passage (e.g. "I cannot answer from the sources") cites nothing.
+support for any passage (e.g. "I cannot answer from the sources") cites nothing. With `rank_margin`, the
+best-ranked passage whose support comes within that margin of the best is cited instead: a small model's
+paraphrase makes small support gaps noise, while retrieval's order is evidence too.
 
 Modes: "replace" cites every sentence by support alone; "repair" keeps a sentence's valid model citations
 and only replaces invalid markers or adds missing ones. Either way the model's own citations stay visible
@@ -40,6 +42,18 @@ _TERMINAL = re.compile(r"[.!?]+[\"')\]]*$")
 class AttributeConfig(StrictModel):
     mode: Literal["replace", "repair"] = knob("replace", sweep=["replace", "repair"], description="how the model's own markers are treated")
     min_support: float = knob(0.2, sweep=[0.1, 0.2, 0.4], ge=0, le=1, description="least weighted word share a cited passage must cover")
+    rank_margin: float = knob(0.0, sweep=[0.0, 0.1, 0.2], ge=0, le=1,
+                              description="cite the best-ranked passage whose support is within this of the best")
+
+
+def choose_passage(support: dict[int, float], min_support: float, rank_margin: float) -> int | None:
+    """The passage a sentence cites: the best-ranked (lowest number) whose support reaches `min_support` and
+    comes within `rank_margin` of the best support; None when no passage reaches `min_support`."""
+    eligible = [n for n, s in support.items() if s >= min_support]
+    if not eligible:
+        return None
+    best = max(support[n] for n in eligible)
+    return min(n for n in eligible if support[n] >= best - rank_margin)
 
 
 def _cite(sentence: str, numbers: Sequence[int]) -> str:
@@ -95,8 +109,8 @@ class AttributeCitations:
         for i, core in enumerate(cores):
             valid = list(dict.fromkeys(n for n in own[i] if n in numbered))
             invalid = [n for n in own[i] if n not in numbered]
-            best = max(support[i], key=lambda n: (support[i][n], -n), default=None)
-            attributed = [best] if best is not None and support[i][best] >= cfg.min_support else []
+            chosen = choose_passage(support[i], cfg.min_support, cfg.rank_margin)
+            attributed = [] if chosen is None else [chosen]
             if cfg.mode == "repair" and valid:
                 cites = valid
             else:

@@ -89,3 +89,22 @@ def test_after_a_generator_in_a_pipeline():
     result = Pipeline([FixedHits(), ExtractiveGenerator(), AttributeCitations()]).run("What unit does LAB_HBA1C use?")
     assert result.answer.citations and all(c.valid for c in result.answer.citations)
     assert result.trace.span("attribute").usage.attrs["model_citations"]
+
+
+def test_a_rank_margin_prefers_the_better_ranked_passage_only_within_the_margin():
+    from ragopt.stages.attribute import choose_passage
+
+    support = {1: 0.5, 2: 0.6, 3: 0.1}
+    assert choose_passage(support, 0.2, 0.0) == 2  # the best support alone
+    assert choose_passage(support, 0.2, 0.15) == 1  # within the margin: the better-ranked passage
+    assert choose_passage({1: 0.3, 2: 0.6}, 0.2, 0.15) == 2  # beyond it: the better-supported one
+    assert choose_passage({1: 0.1, 2: 0.6}, 0.2, 1.0) == 2  # a passage below min_support is never cited
+    assert choose_passage({1: 0.1, 2: 0.15}, 0.2, 1.0) is None
+    assert choose_passage({1: 0.4, 2: 0.4}, 0.2, 0.0) == 1  # ties: the better-ranked
+
+
+def test_rank_margin_changes_the_citation_in_the_stage():
+    text = "Glucose fields were renamed in version 4 of the dictionary, fasting in mmol/L."
+    plain = attribute(text).answer.citations
+    assert [c.marker for c in plain] == [3]
+    assert [c.marker for c in attribute(text, rank_margin=1.0).answer.citations] == [1]
