@@ -45,10 +45,10 @@ def resolve_trained_models(config: Any, workspace: Path, *, progress: bool = Tru
     splits = {(kind, s) for kind, models in wanted.items() for s in map(trained_split, models) if s is not None}
     if not splits:
         return config
-    for _, split in sorted(splits):  # every split checked before the first model trains
+    for kind, split in sorted(splits):  # every split checked before the first model trains
         if not split:
-            raise InputError('"trained:" names no split; write e.g. "trained:train"', field="embedders" if
-                             ("embedders", split) in splits else "stages.rerank.model")
+            raise InputError('"trained:" names no split; write e.g. "trained:train"',
+                             field="embedders" if kind == "embedders" else "stages.rerank.model")
         try:
             load_split(config.dataset, split)
         except InputError as exc:
