@@ -11,7 +11,8 @@ best-ranked passage whose support comes within that margin of the best is cited 
 paraphrase makes small support gaps noise, while retrieval's order is evidence too.
 
 Modes: "replace" cites every sentence by support alone; "repair" keeps a sentence's valid model citations
-and only replaces invalid markers or adds missing ones. Either way the model's own citations stay visible
+and only replaces invalid markers or adds missing ones; "answer" cites one passage, the one best supporting
+the whole answer (more words than one sentence), after the last sentence. The model's own citations stay visible
 in the trace (attrs `model_citations`, `model_invalid`, `repaired`, `added`, `replaced`). Word overlap did
 best in the citation study (../shared/NOTES.md): span-level precision 0.48 against 0.18 for SmolLM2's own
 citations, at about 0.1 ms per answer.
@@ -40,7 +41,9 @@ _TERMINAL = re.compile(r"[.!?]+[\"')\]]*$")
 
 
 class AttributeConfig(StrictModel):
-    mode: Literal["replace", "repair"] = knob("replace", sweep=["replace", "repair"], description="how the model's own markers are treated")
+    mode: Literal["replace", "repair", "answer"] = knob(
+        "replace", sweep=["replace", "repair", "answer"],
+        description="replace or repair the model's markers sentence by sentence, or cite one passage for the whole answer")
     min_support: float = knob(0.2, sweep=[0.1, 0.2, 0.4], ge=0, le=1, description="least weighted word share a cited passage must cover")
     rank_margin: float = knob(0.0, sweep=[0.0, 0.1, 0.2], ge=0, le=1,
                               description="cite the best-ranked passage whose support is within this of the best")
@@ -101,20 +104,23 @@ class AttributeCitations:
                 i -= 1
             own[i].extend(nums)
         cores = [strip_markers(text[s:e]) for s, e in spans]
-        support = self._support(cores, passages)
-
         cfg = self.config
+        if cfg.mode == "answer":  # one citation for the whole answer, after its last sentence
+            whole = choose_passage(self._support([" ".join(cores)], passages)[0], cfg.min_support, cfg.rank_margin)
+            last = max((i for i, core in enumerate(cores) if core), default=None)
+            picks = [[whole] if i == last and whole is not None else [] for i in range(len(cores))]
+        else:
+            picks = [[] if (n := choose_passage(s, cfg.min_support, cfg.rank_margin)) is None else [n]
+                     for s in self._support(cores, passages)]
         repaired = added = replaced = 0
         pieces: list[str] = []
         for i, core in enumerate(cores):
             valid = list(dict.fromkeys(n for n in own[i] if n in numbered))
             invalid = [n for n in own[i] if n not in numbered]
-            chosen = choose_passage(support[i], cfg.min_support, cfg.rank_margin)
-            attributed = [] if chosen is None else [chosen]
             if cfg.mode == "repair" and valid:
                 cites = valid
             else:
-                cites = attributed
+                cites = picks[i]
                 if valid and cites != valid:
                     replaced += 1
             repaired += len(invalid)

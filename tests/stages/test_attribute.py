@@ -108,3 +108,13 @@ def test_rank_margin_changes_the_citation_in_the_stage():
     plain = attribute(text).answer.citations
     assert [c.marker for c in plain] == [3]
     assert [c.marker for c in attribute(text, rank_margin=1.0).answer.citations] == [1]
+
+
+def test_answer_mode_cites_the_passage_supporting_the_whole_answer_once_at_the_end():
+    text = "Fasting glucose is measured after 8 hours [3]. It is stored in mmol/L. Version 4 renamed it."
+    state = attribute(text, mode="answer")
+    assert state.answer.text == "Fasting glucose is measured after 8 hours. It is stored in mmol/L. Version 4 renamed it [1]."
+    assert [c.marker for c in state.answer.citations] == [1]
+    assert state.usage.attrs["model_citations"] == [3] and state.usage.attrs["replaced"] == 1
+    # sentence by sentence, the last sentence alone would have cited the release notes
+    assert [c.marker for c in attribute(text).answer.citations][-1] == 3
