@@ -31,10 +31,21 @@ def rank_scores(outcomes: Sequence[QueryOutcome], evalset: EvalSet, names: Seque
     return per_query
 
 
+def contains_reference(answer: str, reference: str) -> bool:
+    """Whether the answer states its reference answer verbatim (case and runs of whitespace ignored): a strict
+    correctness proxy for short factual references such as "mmol/L" or "VARCHAR(2)"."""
+    norm = lambda text: " ".join(text.lower().split())  # noqa: E731
+    return norm(reference) in norm(answer)
+
+
 def citation_scores(outcomes: Sequence[QueryOutcome], evalset: EvalSet) -> dict[str, list[float | None]]:
     """Citation precision/recall of each answer against the gold evidence (else the relevant documents), at
     document and span level (a cited chunk overlaps a gold span), beside the always-cite-[1] floor: what citing
-    the top passage after every sentence would score."""
+    the top passage after every sentence would score.
+
+    Where the set has reference answers, span precision and its floor are also given over the answers that
+    state their reference (`*_if_correct`): attribution follows what the answer says, so a model that answers
+    from the wrong passage is cited to it; this pair separates the attribution's precision from the answer's."""
     from ragopt.eval.citations import citation_scores as score, first_passage_floor
 
     by_id = {q.query.id: q for q in evalset.queries}
@@ -46,11 +57,16 @@ def citation_scores(outcomes: Sequence[QueryOutcome], evalset: EvalSet) -> dict[
         passages = [Chunk(id=cid, doc_id=doc, start=start, end=end, text="") for cid, doc, start, end, _ in o.ranking]
         cs = score(answer, gold, passages) if answer is not None else None
         floor = first_passage_floor(passages[0] if passages else None, gold)
+        correct = (contains_reference(answer.text, q.reference_answer)
+                   if answer is not None and q.reference_answer else None)
         values = {
             "citation_precision": cs and cs.precision, "citation_recall": cs and cs.recall,
             "citation_valid_share": cs and cs.valid_share, "citation_span_precision": cs and cs.span_precision,
             "citation_span_recall": cs and cs.span_recall, "citation_floor_precision": floor.precision,
             "citation_floor_span_precision": floor.span_precision,
+            "answer_contains_reference": None if correct is None else float(correct),
+            "citation_span_precision_if_correct": cs.span_precision if correct else None,
+            "citation_floor_span_precision_if_correct": floor.span_precision if correct else None,
         }
         for name in CITATION_METRICS:
             out[name].append(values[name])

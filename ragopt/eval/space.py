@@ -21,7 +21,9 @@ from ragopt.plan import PlanConfig, spec_for, validate_stage_values
 
 RANK_METRICS = ("recall", "ndcg", "mrr", "precision", "hit")
 CITATION_METRICS = ("citation_precision", "citation_recall", "citation_valid_share", "citation_span_precision",
-                    "citation_span_recall", "citation_floor_precision", "citation_floor_span_precision")
+                    "citation_span_recall", "citation_floor_precision", "citation_floor_span_precision",
+                    "answer_contains_reference", "citation_span_precision_if_correct",
+                    "citation_floor_span_precision_if_correct")
 
 
 class BaselineConfig(StrictModel):

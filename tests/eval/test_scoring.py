@@ -1,0 +1,40 @@
+from ragopt.data import EvalQuery, EvalSet, Evidence
+from ragopt.eval.executor import QueryOutcome
+from ragopt.eval.scoring import citation_scores, contains_reference
+from ragopt.types import Answer, Citation, Query
+
+
+def _outcome(qid: str, text: str, cited: str) -> QueryOutcome:
+    # two passages: "a" (chars 0-50 of doc d1) ranks first, "b" (chars 50-100) second; the gold span lies in "b"
+    ranking = [("a", "d1", 0, 50, 0.9), ("b", "d1", 50, 100, 0.8)]
+    answer = Answer(text=text, citations=[Citation(marker=1 if cited == "a" else 2, chunk_id=cited, doc_id="d1")])
+    return QueryOutcome(query_id=qid, ranking=ranking, stage_ms={}, answer=answer.model_dump())
+
+
+def _evalset(references: dict[str, str | None]) -> EvalSet:
+    queries = [EvalQuery(query=Query(text="q", id=qid), relevance={"d1": 1}, evidence=[Evidence(doc_id="d1", start=60, end=70)],
+                         reference_answer=ref) for qid, ref in references.items()]
+    return EvalSet(name="t", source="t", documents=[], queries=queries)
+
+
+def test_contains_reference_ignores_case_and_whitespace():
+    assert contains_reference("Values are in  MMOL/l.", "mmol/L")
+    assert contains_reference("Type:\nDECIMAL(3,1)", "decimal(3,1)")
+    assert not contains_reference("Values are in mg/dL.", "mmol/L")
+
+
+def test_precision_if_correct_counts_only_answers_that_state_their_reference():
+    outcomes = [_outcome("right", "It is in mmol/L [2].", "b"), _outcome("wrong", "It is in mg/dL [1].", "a")]
+    scores = citation_scores(outcomes, _evalset({"right": "mmol/L", "wrong": "mmol/L"}))
+    assert scores["answer_contains_reference"] == [1.0, 0.0]
+    assert scores["citation_span_precision"] == [1.0, 0.0]
+    assert scores["citation_span_precision_if_correct"] == [1.0, None]
+    # the floor cites passage 1 ("a"), which misses the span, over the same (correct) answers
+    assert scores["citation_floor_span_precision_if_correct"] == [0.0, None]
+
+
+def test_no_reference_answer_leaves_the_correctness_pair_undefined():
+    scores = citation_scores([_outcome("q1", "It is in mmol/L [2].", "b")], _evalset({"q1": None}))
+    assert scores["answer_contains_reference"] == [None]
+    assert scores["citation_span_precision_if_correct"] == [None]
+    assert scores["citation_span_precision"] == [1.0]
