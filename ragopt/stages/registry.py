@@ -160,6 +160,19 @@ def _check_compress(config: Any, plan: Any) -> None:
     CompressPassages(config)  # a token budget below the instructions' size is refused here
 
 
+def _check_generate(config: GenerateConfig, plan: Any) -> None:
+    """A llama generator's model (a GGUF path, or the packaged default) must exist before any index is built."""
+    if config.generator != "llama":
+        return
+    from ragopt.errors import InputError
+    from ragopt.gguf_meta import resolve_model
+
+    try:
+        resolve_model(config.llama_config().model)
+    except InputError as e:
+        raise InputError(e.message, path=e.path, field="stages.generate.llama.model") from None
+
+
 register_stage(StageSpec("rewrite", RewriteConfig, _build_rewrite, slot="rewrite", replaces_retrieval=True,
                          check=_check_rewrite))
 register_stage(StageSpec("history", HistoryConfig, _build_history, slot="history", check=_check_history))
@@ -168,5 +181,5 @@ register_stage(StageSpec("rerank", RerankConfig, _build_rerank, slot="rerank", c
 register_stage(StageSpec("rerank_maxsim", MaxSimConfig, _build_maxsim, slot="rerank", wants=lambda config: config.depth))
 register_stage(StageSpec("compress", CompressConfig, _build_compress, slot="compress", check=_check_compress))
 register_stage(StageSpec("prompt", PromptStageConfig, _build_prompt, slot="prompt"))
-register_stage(StageSpec("generate", GenerateConfig, _build_generate, slot="generate"))
+register_stage(StageSpec("generate", GenerateConfig, _build_generate, slot="generate", check=_check_generate))
 register_stage(StageSpec("cite", CiteConfig, _build_cite, slot="cite"))

@@ -287,6 +287,17 @@ def test_a_bad_sweep_input_is_one_line_before_any_work(tmp_path: Path, case: str
     assert not (tmp_path / "out").exists() and not any(ws.rglob("*"))  # nothing built, cached or written
 
 
+def test_a_missing_llama_model_in_a_sweep_config_is_one_line_before_any_work(tmp_path: Path) -> None:
+    dataset, ws = write_beir(tmp_path / "tiny"), tmp_path / "ws"
+    config = tmp_path / "sweep.toml"
+    config.write_text('retrievers = ["bm25"]\n[stages.generate]\ngenerator = ["llama"]\n'
+                      'llama = { model = "/nonexistent/model.gguf" }\n', encoding="utf-8")
+    done = ragopt("sweep", "--dataset", str(dataset), "--config", str(config), "--out", str(tmp_path / "out"), workspace=ws)
+    line = one_line_error(done, "sweep")
+    assert "stages.generate.llama.model" in line and "/nonexistent/model.gguf" in line, line
+    assert not (tmp_path / "out").exists() and not any(ws.rglob("*"))  # no index built before the refusal
+
+
 def test_sweep_on_ray_without_ray_installed_is_one_line_naming_executor(tmp_path: Path) -> None:
     dataset, ws = write_beir(tmp_path / "tiny"), tmp_path / "ws"
     hide_ray = "import sys; sys.modules['ray'] = None; from ragopt.cli import main; sys.exit(main(sys.argv[1:]))"
