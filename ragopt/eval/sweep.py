@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from ragopt.config import fingerprint
-from ragopt.data import EvalSet
+from ragopt.data import EvalSet, generated_note
 from ragopt.errors import InputError
 from ragopt.eval import metrics as M
 from ragopt.eval.executor import QueryOutcome, measuring_context, run_trial
@@ -253,7 +253,7 @@ def run_sweep(
         dataset=DatasetInfo(
             name=evalset.name, path=evalset.source,
             fingerprint=fingerprint([d.model_dump(mode="json") for d in evalset.documents]) + ":" + fingerprint(qrels),
-            n_documents=len(evalset.documents), n_queries=len(queries),
+            n_documents=len(evalset.documents), n_queries=len(queries), generated=generated_note(evalset.source),
         ),
         versions=Versions.collect(),
         models={
