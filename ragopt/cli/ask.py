@@ -91,7 +91,7 @@ def _pipeline(args: argparse.Namespace, plan, resources):  # type: ignore[no-unt
     workspace = _common.workspace(args)
     if args.dataset:
         from ragopt.data import load_evalset
-        from ragopt.retrieval import open_plan
+        from ragopt.plan import open_plan
 
         evalset = load_evalset(args.dataset, split=args.split)
         pipeline, _ = open_plan(plan, evalset.documents, workspace, store=_common.store_config(args), resources=resources,

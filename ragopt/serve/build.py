@@ -43,7 +43,7 @@ def _retrieval(opts: ServeOptions, workspace: Path) -> tuple[list[Any], str, str
         return [], "no-kb", "no-retrieval"
     from ragopt.data import load_evalset
     from ragopt.index import build_index, make_embedder
-    from ragopt.retrieval import retrieval_stages
+    from ragopt.plan import retrieval_stages
 
     evalset = load_evalset(opts.dataset, split=opts.split)
     embedder = make_embedder(workspace, opts.embedder)
