@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import importlib
 import json
 import tomllib
 from pathlib import Path
@@ -140,3 +141,14 @@ def load_toml(path: str | Path, model: type[M]) -> M:
     except tomllib.TOMLDecodeError as exc:
         raise InputError(f"invalid TOML: {exc}", path=path, line=getattr(exc, "lineno", None)) from None
     return validate(model, data, path)
+
+
+def resolve_target(target: str, field: str) -> Any:
+    """The object "module:attribute" names, imported; an InputError naming `field` when it cannot be."""
+    module_name, sep, attr = target.partition(":")
+    if not (sep and module_name and attr):
+        raise InputError(f"expected module:attribute, got {target!r}", field=field)
+    try:
+        return getattr(importlib.import_module(module_name), attr)
+    except (ImportError, AttributeError) as exc:
+        raise InputError(f"cannot load {target!r}: {exc}", field=field) from None
