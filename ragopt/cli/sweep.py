@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from ragopt.cli import _common
+from ragopt.cli.judge import add_judge_args, judge_flags
 
 SHIPPED_DATASET = Path(__file__).resolve().parents[2] / "evalsets" / "hospital"
 SHIPPED_CONFIG = Path(__file__).resolve().parents[2] / "pipelines" / "hospital-sweep.toml"
@@ -43,6 +44,7 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p.add_argument("--address", metavar="ADDR",
                    help="with --executor ray: the Ray cluster, e.g. ray://HEAD:10001, or auto on a node of one started "
                         "with `ray start` (default: a new local Ray instance)")
+    add_judge_args(p, model_flag="--judge-model")
     p.add_argument("--no-progress", action="store_true")
     return p
 
@@ -93,6 +95,10 @@ def load_config(args: argparse.Namespace):  # type: ignore[no-untyped-def]
         data["executor"], flags["executor"] = args.executor, "--executor"
     if args.address is not None:
         data["ray_address"], flags["ray_address"] = args.address, "--address"
+    judge = judge_flags(args)
+    if judge:
+        data["judge"] = {**(data.get("judge") or {}), **judge}
+        flags["judge"] = "--judge"
     data["gates"] = list(data.get("gates") or []) + list(args.gate)
     if args.baseline:
         data["baseline"] = {**(data.get("baseline") or {}), "path": args.baseline}

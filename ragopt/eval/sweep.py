@@ -24,6 +24,7 @@ from ragopt.data import EvalSet
 from ragopt.errors import InputError
 from ragopt.eval import metrics as M
 from ragopt.eval.executor import QueryOutcome, measuring_context, run_trial
+from ragopt.eval.judged import SweepJudge
 from ragopt.eval.gates import check_known, evaluate_gates, objective_for, select
 from ragopt.eval.results import COST_NAMES, Costs, DatasetInfo, ModelInfo, SweepResults, Trial, TrialParams, Versions
 from ragopt.eval.runner import best_per_doc, write_trec
@@ -85,6 +86,7 @@ class TrialRunner:
         self.context = measuring_context()
         self._chunks: dict[str, Any] = {}  # chunk id -> Chunk over every open index (ids carry the chunker)
         self.memo = StageMemo(self.cache, self.context, self._chunks.get)
+        self.judge: Any = None  # a SweepJudge when the sweep judges its answers (ragopt.eval.judged)
         self._indexes: dict[str, Any] = {}
         self._embedders: dict[str, Any] = {}
 
@@ -131,14 +133,18 @@ class TrialRunner:
 
 def score_trial(
     trial_id: str, plan: PlanConfig, outcomes: list[QueryOutcome], index: Any,
-    evalset: EvalSet, config: SweepConfig, names: list[str], keep: set[str], cache: Any,
+    evalset: EvalSet, config: SweepConfig, names: list[str], keep: set[str], cache: Any, judge: Any = None,
 ) -> Trial:
     per_query = rank_scores(outcomes, evalset, names, config.span_coverage)
+    judged = None
     if config.answers_on():
         per_query.update(citation_scores(outcomes, evalset))
         refs = [n for n in names if n in config.answer_metrics]
         if refs:
             per_query.update(answer_scores(outcomes, evalset, refs, cache))
+        if judge is not None:  # ragopt.eval.judged.SweepJudge
+            judged = judge.score(trial_id, outcomes, evalset, index, cache)
+            per_query.update({n: v for n, v in judged.per_query.items() if n in names})
     stage_ms: dict[str, list[float]] = {}
     for o in outcomes:
         for stage, ms in o.stage_ms.items():
@@ -167,9 +173,11 @@ def score_trial(
         costs=Costs(
             p50_ms=lat["p50"], p95_ms=lat["p95"], p99_ms=lat["p99"], context_tokens=context,
             index_build_s=m.build_s, index_bytes=index.size_bytes(), n_chunks=m.n_chunks,
-            latency_cached=any(o.from_earlier_run for o in outcomes), **latency_costs,
+            latency_cached=any(o.from_earlier_run for o in outcomes), **latency_costs, **(judged.costs if judged else {}),
         ),
-        per_query={n: v for n, v in per_query.items() if n in keep},
+        per_query={n: v for n, v in per_query.items() if n in keep or (judged and n in judged.per_query)},
+        intervals={n: iv for n, iv in judged.intervals.items() if n in names} if judged else {},
+        unsupported=judged.unsupported if judged else {},
     )
 
 
@@ -199,6 +207,8 @@ def run_sweep(
         _check_answer_metrics(config.answer_metrics)
     gates = check_known(config.gates, names + list(COST_NAMES))
     check_plans([plan for _, plan in config.plans()])  # a bad file, model or budget named by a stage: before any work
+    judge = SweepJudge.prepare(config, config.plans(), len(evalset.queries),
+                               sum(1 for q in evalset.queries if q.reference_answer))  # before any work too
     if config.executor == "ray":
         from ragopt.eval.ray_executor import require_ray
 
@@ -210,6 +220,7 @@ def run_sweep(
     own_resources = resources is None
     resources = resources or Resources(workspace)
     runner = TrialRunner(evalset, config, workspace, resources, progress=progress, remeasure=remeasure)
+    runner.judge = judge
     counter = token_counter(config.context_tokenizer, config.embedder)
     queries = [q.query for q in evalset.queries]
     trials: list[Trial] = []
@@ -226,7 +237,7 @@ def run_sweep(
 
     def evaluate(tid: str, plan: PlanConfig) -> Trial:
         outcomes, index = runner.run(plan, queries, tid)
-        trial = score_trial(tid, plan, outcomes, index, evalset, config, names, keep, runner.cache)
+        trial = score_trial(tid, plan, outcomes, index, evalset, config, names, keep, runner.cache, runner.judge)
         return record(tid, plan, trial, [o.ms for o in outcomes], (
             (o.query_id, best_per_doc((doc, score) for _, doc, _, _, score in o.ranking)) for o in outcomes))
 
@@ -244,6 +255,8 @@ def run_sweep(
             optuna_search(plans, evaluate, gates, max_trials=max_trials, seed=config.seed, progress=progress)
     finally:
         runner.close()
+        if judge is not None:
+            judge.close()
         if own_resources:
             resources.close()
     selected, reasons = select(trials, gates)
