@@ -208,6 +208,17 @@ def table_lines(results: Any, rows: int = TABLE_ROWS) -> list[str]:
     return lines
 
 
+def judge_lines(results: Any) -> list[str]:
+    """Per judged trial: each judged metric with its 95% bootstrap interval, and what the judging cost."""
+    from ragopt.eval.report_common import fmt_interval, judge_cost_text, judged_trials
+
+    lines = []
+    for t, intervals, costs in judged_trials(results):
+        figures = ", ".join(f"{name} {fmt_interval(iv)}" for name, iv in intervals.items()) or "no judged answers"
+        lines.append(f"  judged {t.id}: {figures}; {judge_cost_text(costs)}")
+    return lines
+
+
 def run(args: argparse.Namespace) -> int:
     import sys
 
@@ -257,6 +268,8 @@ def run(args: argparse.Namespace) -> int:
         print(line)
     if len(results.trials) > TABLE_ROWS:
         print(f"  ... {len(results.trials) - TABLE_ROWS} more in {paths['csv']}")
+    for line in judge_lines(results):
+        print(line)
     print(f"outputs: {', '.join(str(p) for p in paths.values())}")
     code = 0
     if results.selected:

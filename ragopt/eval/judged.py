@@ -69,12 +69,12 @@ class SweepJudge:
         except BaseException:
             resources.close()
             raise
-        print(f"judge {judge.name}: at least {projected} judge calls projected before cache hits "
-              f"(one per answer sentence, plus context relevance and correctness)", file=sys.stderr, flush=True)
         if judging.max_calls is not None and projected > judging.max_calls:
             resources.close()
             raise InputError(f"at least {projected} judge calls are projected, more than the {judging.max_calls} allowed",
                              field="--judge-max-calls")
+        print(f"judge {judge.name}: at least {projected} judge calls projected before cache hits "
+              f"(one per answer sentence, plus context relevance and correctness)", file=sys.stderr, flush=True)
         return cls(judging, judge, resources, calls_left=judging.max_calls)
 
     def score(self, trial_id: str, outcomes: Sequence[Any], evalset: Any, index: Any, cache: Any,

@@ -96,3 +96,20 @@ def test_an_unreachable_judge_url_is_one_line_naming_the_flag_before_any_work(tm
                   workspace=tmp_path / "ws")
     assert done.returncode == 2 and done.stdout == ""
     assert done.stderr.strip().count("\n") == 0 and "[--judge-url]" in done.stderr and "cannot reach" in done.stderr
+
+
+def test_sweep_with_a_judge_prints_intervals_and_refuses_a_budget_below_the_projection(tmp_path: Path) -> None:
+    from fixtures.tiny_corpus import write_beir
+
+    dataset = write_beir(tmp_path / "tiny")
+    args = ("sweep", "--dataset", str(dataset), "--retrievers", "bm25", "--top-k", "3", "--set", "generate.generator=extractive",
+            "--judge", "support", "--out", str(tmp_path / "out"), "--no-progress")
+    refused = ragopt(*args, "--judge-max-calls", "1", workspace=tmp_path / "ws")
+    assert refused.returncode == 2 and refused.stderr.strip().count("\n") == 0
+    assert refused.stderr.startswith("ragopt sweep: error: [--judge-max-calls]: at least ")
+    assert not (tmp_path / "ws" / "indexes").exists() and not (tmp_path / "out").exists()
+    done = ragopt(*args, workspace=tmp_path / "ws")
+    assert done.returncode == 0, done.stderr
+    assert "judged whole_bm25_k3: faithfulness " in done.stdout and "judge support: at least" in done.stderr
+    again = ragopt(*args, workspace=tmp_path / "ws")
+    assert " 0 calls (" in again.stdout

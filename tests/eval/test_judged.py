@@ -45,3 +45,18 @@ def test_a_budget_below_the_projected_calls_is_refused_before_any_index_is_built
         run_sweep(evalset, capped, tmp_path / "ws", progress=False)
     assert exc.value.field == "--judge-max-calls"
     assert not (tmp_path / "ws" / "indexes").exists()  # refused before the index was built
+
+
+def test_the_summary_and_the_report_show_judged_metrics_with_intervals_and_what_judging_cost(tmp_path: Path) -> None:
+    from ragopt.eval.report_html import render_html
+    from ragopt.eval.report_summary import render_summary
+
+    evalset = load_beir(write_beir(tmp_path / "tiny"))
+    results = run_sweep(evalset, CONFIG, tmp_path / "ws", progress=False).results
+    trial = results.trials[0]
+    iv = trial.intervals["faithfulness"]
+    interval = f"{iv.mean:.3f} [{iv.low:.3f}, {iv.high:.3f}]"
+    summary, html = render_summary(results), render_html(results)
+    assert "## Judged answers" in summary and interval in summary
+    assert f"{trial.costs.model_dump()['judge_calls']} calls (" in summary
+    assert "<h2>Judged answers</h2>" in html and interval in html
