@@ -20,6 +20,7 @@ from ragopt.config import fingerprint
 from ragopt.data import EvalSet
 from ragopt.errors import InputError
 from ragopt.eval.gates import check_known, evaluate_gates, objective_for, select
+from ragopt.eval.judged import SweepJudge
 from ragopt.eval.results import COST_NAMES, DatasetInfo, ModelInfo, SweepResults, Trial, Versions
 from ragopt.eval.runner import best_per_doc, write_trec
 from ragopt.eval.search import optuna_search
@@ -80,6 +81,8 @@ def run_sweep(
         _check_answer_metrics(config.answer_metrics)
     gates = check_known(config.gates, names + list(COST_NAMES))
     check_plans([plan for _, plan in config.plans()])  # a bad file, model or budget named by a stage: before any work
+    judge = SweepJudge.prepare(config, config.plans(), len(evalset.queries),
+                               sum(1 for q in evalset.queries if q.reference_answer))  # before any work too
     if config.executor == "ray":
         from ragopt.eval.ray_executor import require_ray
 
@@ -91,6 +94,7 @@ def run_sweep(
     own_resources = resources is None
     resources = resources or Resources(workspace)
     runner = TrialRunner(evalset, config, workspace, resources, progress=progress, remeasure=remeasure)
+    runner.judge = judge
     counter = token_counter(config.context_tokenizer, config.embedder)
     queries = [q.query for q in evalset.queries]
     trials: list[Trial] = []
@@ -107,7 +111,7 @@ def run_sweep(
 
     def evaluate(tid: str, plan: PlanConfig) -> Trial:
         outcomes, index = runner.run(plan, queries, tid)
-        trial = score_trial(tid, plan, outcomes, index, evalset, config, names, keep, runner.cache)
+        trial = score_trial(tid, plan, outcomes, index, evalset, config, names, keep, runner.cache, runner.judge)
         return record(tid, plan, trial, [o.ms for o in outcomes], (
             (o.query_id, best_per_doc((doc, score) for _, doc, _, _, score in o.ranking)) for o in outcomes))
 
@@ -125,6 +129,8 @@ def run_sweep(
             optuna_search(plans, evaluate, gates, max_trials=max_trials, seed=config.seed, progress=progress)
     finally:
         runner.close()
+        if judge is not None:
+            judge.close()
         if own_resources:
             resources.close()
     selected, reasons = select(trials, gates)

@@ -44,6 +44,7 @@ class TrialRunner:
         self.context = measuring_context()
         self._chunks: dict[str, Any] = {}  # chunk id -> Chunk over every open index (ids carry the chunker)
         self.memo = StageMemo(self.cache, self.context, self._chunks.get)
+        self.judge: Any = None  # a SweepJudge when the sweep judges its answers (ragopt.eval.judged)
         self._indexes: dict[str, Any] = {}
         self._embedders: dict[str, Any] = {}
 
@@ -90,14 +91,18 @@ class TrialRunner:
 
 def score_trial(
     trial_id: str, plan: PlanConfig, outcomes: list[QueryOutcome], index: Any,
-    evalset: EvalSet, config: SweepConfig, names: list[str], keep: set[str], cache: Any,
+    evalset: EvalSet, config: SweepConfig, names: list[str], keep: set[str], cache: Any, judge: Any = None,
 ) -> Trial:
     per_query = rank_scores(outcomes, evalset, names, config.span_coverage)
+    judged = None
     if config.answers_on():
         per_query.update(citation_scores(outcomes, evalset))
         refs = [n for n in names if n in config.answer_metrics]
         if refs:
             per_query.update(answer_scores(outcomes, evalset, refs, cache))
+        if judge is not None:  # ragopt.eval.judged.SweepJudge
+            judged = judge.score(trial_id, outcomes, evalset, index, cache)
+            per_query.update({n: v for n, v in judged.per_query.items() if n in names})
     stage_ms: dict[str, list[float]] = {}
     for o in outcomes:
         for stage, ms in o.stage_ms.items():
@@ -126,7 +131,9 @@ def score_trial(
         costs=Costs(
             p50_ms=lat["p50"], p95_ms=lat["p95"], p99_ms=lat["p99"], context_tokens=context,
             index_build_s=m.build_s, index_bytes=index.size_bytes(), n_chunks=m.n_chunks,
-            latency_cached=any(o.from_earlier_run for o in outcomes), **latency_costs,
+            latency_cached=any(o.from_earlier_run for o in outcomes), **latency_costs, **(judged.costs if judged else {}),
         ),
-        per_query={n: v for n, v in per_query.items() if n in keep},
+        per_query={n: v for n, v in per_query.items() if n in keep or (judged and n in judged.per_query)},
+        intervals={n: iv for n, iv in judged.intervals.items() if n in names} if judged else {},
+        unsupported=judged.unsupported if judged else {},
     )
