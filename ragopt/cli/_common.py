@@ -128,9 +128,9 @@ def retrieval_config(args: argparse.Namespace, top_k: int = 10) -> RetrievalConf
     bm25 = from_flags(BM25Config, {"backend": "--bm25-backend"}, backend=args.bm25_backend)
     flags = {"retriever": "--retriever", "top_k": "--top-k", "langchain": "--langchain", "": "--langchain"}
     if getattr(args, "langchain", None):
-        from ragopt.interop.langchain_stage import resolve_target
+        from ragopt.config import resolve_target
 
-        resolve_target(args.langchain)  # importable before any work starts
+        resolve_target(args.langchain, field="--langchain")  # importable before any work starts
     return from_flags(RetrievalConfig, flags, retriever=args.retriever, top_k=top_k, fusion=fusion, bm25=bm25,
                       langchain=getattr(args, "langchain", None))
 

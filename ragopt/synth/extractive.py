@@ -22,7 +22,7 @@ import numpy as np
 
 from ragopt.config import BM25Config
 from ragopt.stages.embedding import Embedder
-from ragopt.stages.keyword import KeywordTokenizer
+from ragopt.backends.bm25 import KeywordTokenizer
 from ragopt.synth import SynthConfig
 from ragopt.text import sentence_spans, words
 from ragopt.types import Document

@@ -79,7 +79,7 @@ def round_trip_check(index: Any, embedder: Any, config: SynthConfig, askers: Ask
     """A function (question, document) -> found within top_k by the configured retriever, as its asker."""
     from ragopt.config import RetrievalConfig
     from ragopt.pipeline import Pipeline
-    from ragopt.retrieval import retrieval_stages
+    from ragopt.plan import retrieval_stages
 
     rt = config.round_trip
     pipeline = Pipeline(retrieval_stages(index, embedder, RetrievalConfig(retriever=rt.retriever, top_k=rt.top_k)))
