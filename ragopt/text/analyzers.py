@@ -15,7 +15,7 @@ words outside Han runs; with the chinese analyzer, stopwords "none" keeps Chines
 
 from __future__ import annotations
 
-from functools import cached_property
+from functools import cache, cached_property
 from typing import Iterable, Literal, Protocol
 
 from ragopt.text import chinese
@@ -122,6 +122,7 @@ class ChineseAnalyzer(EnglishAnalyzer):
         return spans
 
 
+@cache
 def make_analyzer(name: str, stopwords: str = "en", stemmer: str = "english") -> Analyzer:
     if name == "whitespace":
         return WhitespaceAnalyzer()
@@ -135,3 +136,8 @@ def make_analyzer(name: str, stopwords: str = "en", stemmer: str = "english") ->
 def detect_analyzer(texts: Iterable[str]) -> AnalyzerName:
     """The analyzer a corpus gets when none is set, from its share of Han characters."""
     return "chinese" if ScriptShare(texts).han_share >= HAN_SHARE_FOR_CHINESE else "english"
+
+
+def analyzer_for(texts: Iterable[str]) -> Analyzer:
+    """The default analyzer for these texts (a stage given no analyzer: the passages of one request)."""
+    return make_analyzer(detect_analyzer(texts))
