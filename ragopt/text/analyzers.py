@@ -133,9 +133,11 @@ def make_analyzer(name: str, stopwords: str = "en", stemmer: str = "english") ->
     raise ValueError(f"unknown analyzer {name!r}; known: {', '.join(ANALYZERS)}")
 
 
-def detect_analyzer(texts: Iterable[str]) -> AnalyzerName:
-    """The analyzer a corpus gets when none is set, from its share of Han characters."""
-    return "chinese" if ScriptShare(texts).han_share >= HAN_SHARE_FOR_CHINESE else "english"
+def detect_analyzer(corpus: Iterable[str] | ScriptShare) -> AnalyzerName:
+    """The analyzer a corpus (its texts, or their script shares) gets when none is set, from its share of Han
+    characters."""
+    share = corpus if isinstance(corpus, ScriptShare) else ScriptShare(corpus)
+    return "chinese" if share.han_share >= HAN_SHARE_FOR_CHINESE else "english"
 
 
 def analyzer_for(texts: Iterable[str]) -> Analyzer:
