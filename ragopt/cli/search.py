@@ -26,7 +26,7 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
 
 def run(args: argparse.Namespace) -> int:
     from ragopt.pipeline import Pipeline
-    from ragopt.retrieval import retrieval_stages
+    from ragopt.plan import retrieval_stages
     from ragopt.types import Query
 
     config = _common.validate_retrieval_flags(args, args.top_k)

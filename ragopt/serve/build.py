@@ -45,7 +45,7 @@ def _retrieval(opts: ServeOptions, workspace: Path) -> tuple[list[Any], str, str
     if not (opts.dataset or opts.docs):
         return [], "no-kb", "no-retrieval"
     from ragopt.index import build_index, make_embedder
-    from ragopt.retrieval import retrieval_stages
+    from ragopt.plan import retrieval_stages
 
     documents = corpus_documents(opts.dataset, opts.split, opts.docs, log=lambda line: print(line, file=sys.stderr))
     embedder = make_embedder(workspace, opts.embedder)

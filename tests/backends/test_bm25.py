@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from ragopt.config import BM25Config
-from ragopt.stages.keyword import BM25Index
+from ragopt.backends.bm25 import BM25Index, bm25_analyzer
 
 TOPICS = {
     "astro": "star galaxy telescope orbit planet comet nebula gravity light spectrum",
@@ -99,20 +99,20 @@ def test_scores_are_lucene_bm25(backend: str) -> None:
 
 
 def test_tokenizer_casefolds_drops_stopwords_and_stems() -> None:
-    tok = BM25Config().make_analyzer()
+    tok = bm25_analyzer(BM25Config())
     assert tok("The RUNNING runners ran") == ["run", "runner", "ran"]
     assert tok("STRASSE Straße straße") == ["strass"] * 3  # casefold: ß -> ss
     assert tok("Ελληνικά ΚΕΊΜΕΝΟ") == ["ελληνικά", "κείμενο"]  # unicode-aware, not stemmed by an English stemmer
     assert tok("is it of the and a") == []
 
-    plain = BM25Config(stopwords="none", stemmer="none").make_analyzer()
+    plain = bm25_analyzer(BM25Config(stopwords="none", stemmer="none"))
     assert plain("The RUNNING runners") == ["the", "running", "runners"]
-    no_stop = BM25Config(stopwords="none").make_analyzer()
+    no_stop = bm25_analyzer(BM25Config(stopwords="none"))
     assert no_stop("the runners") == ["the", "runner"]
 
 
 def test_words_split_on_punctuation_but_never_on_combining_marks() -> None:
-    plain = BM25Config(stopwords="none", stemmer="none").make_analyzer()
+    plain = bm25_analyzer(BM25Config(stopwords="none", stemmer="none"))
     assert plain("covid-19, e.g. 3.5mg; x_y") == ["covid", "19", "e", "g", "3", "5mg", "x_y"]
     # Devanagari vowel signs and viramas are combining marks, not \w: a word must not fall apart at them
     assert plain("हिन्दी भाषा") == ["हिन्दी", "भाषा"]
@@ -194,7 +194,7 @@ def test_mixed_corpus_latin_words_in_chinese_text_match_and_english_keeps_its_st
     assert [i for i, _ in index.search("ω-force", 5)] == [0]
     assert [i for i, _ in index.search("planet orbit", 5)] == [2]  # stemmed as by the english analyzer
     assert [i for i, _ in index.search("run trial", 5)] == [3]
-    assert index.tokenize("running trials") == BM25Config(analyzer="english").make_analyzer()("running trials")
+    assert index.tokenize("running trials") == bm25_analyzer(BM25Config(analyzer="english"))("running trials")
 
 
 def test_queries_go_through_the_documents_analyzer() -> None:
