@@ -87,6 +87,9 @@ def add_retriever_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--fusion", choices=["rrf", "convex"], default="rrf")
     p.add_argument("--alpha", type=float, default=0.5, help="convex fusion: weight of the dense score")
     p.add_argument("--bm25-backend", choices=["bm25s", "rank_bm25"], default="bm25s")
+    p.add_argument("--analyzer", default="auto", metavar="NAME",
+                   help="BM25 analyzer: auto (chinese when the corpus holds Han characters, else english), english, "
+                        "chinese or whitespace")
 
 
 def from_flags(config_class: type[M], flags: Mapping[str, str], /, **values: Any) -> M:
@@ -125,7 +128,8 @@ def store_config(args: argparse.Namespace) -> StoreConfig:
 
 def retrieval_config(args: argparse.Namespace, top_k: int = 10) -> RetrievalConfig:
     fusion = from_flags(FusionConfig, {"method": "--fusion", "alpha": "--alpha"}, method=args.fusion, alpha=args.alpha)
-    bm25 = from_flags(BM25Config, {"backend": "--bm25-backend"}, backend=args.bm25_backend)
+    bm25 = from_flags(BM25Config, {"backend": "--bm25-backend", "analyzer": "--analyzer"}, backend=args.bm25_backend,
+                      analyzer=args.analyzer)
     flags = {"retriever": "--retriever", "top_k": "--top-k", "langchain": "--langchain", "": "--langchain"}
     if getattr(args, "langchain", None):
         from ragopt.config import resolve_target
@@ -162,9 +166,13 @@ def build(args: argparse.Namespace, documents: list[Document], progress: bool = 
     """Build or reuse the index of `documents` for the chunking flags (without vectors unless `dense`); say
     what happened on stderr."""
     from ragopt.index import build_index, make_embedder
+    from ragopt.backends.embeddings import language_warning
 
     ws = workspace(args)
     embedder = make_embedder(ws, embedder_config(args))
+    warning = language_warning([embedder.config.model], (d.text for d in documents)) if dense else None
+    if warning:
+        print(warning, file=sys.stderr)
     report = build_index(documents, chunker_config(args), embedder, ws, store_config=store_config(args), progress=progress, dense=dense)
     m = report.index.manifest
     state = "reused existing index" if report.reused else f"built index ({report.seconds:.1f} s)"

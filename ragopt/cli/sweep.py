@@ -231,6 +231,7 @@ def run(args: argparse.Namespace) -> int:
     from ragopt.eval.results import SweepResults
     from ragopt.eval.heldout import split_holdout
     from ragopt.eval.sweep import confirm, run_sweep
+    from ragopt.backends.embeddings import language_warning
 
     config = load_config(args)
     baseline = SweepResults.load(config.baseline.path) if config.baseline else None  # read before any work
@@ -247,6 +248,10 @@ def run(args: argparse.Namespace) -> int:
             report_name = f"holdout {config.holdout:g} (seed {config.seed})"
     out = Path(args.out)
     workspace = _common.workspace(args)
+    dense = {"dense", "hybrid"} & set(config.retrievers)
+    warning = language_warning([e.model for e in config.embedder_configs()], (d.text for d in evalset.documents)) if dense else None
+    if warning:
+        print(warning, file=sys.stderr)
     outcome = run_sweep(
         evalset, config, workspace, progress=not args.no_progress,
         runs_dir=out / "runs" if args.save_runs else None, remeasure=args.remeasure,
