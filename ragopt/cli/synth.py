@@ -27,7 +27,12 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
                    help="keep a question only when this retriever finds its document in --round-trip-k (recorded in synth.json)")
     p.add_argument("--round-trip-k", type=int, default=20)
     p.add_argument("--per-document-cap", type=int, default=2, help="at most this many questions per source file or document")
-    p.add_argument("--json", action="store_true", help="print synth.json's record on stdout")
+    p.add_argument("--check-against", metavar="LABELLED_SET",
+                   help="a labelled set over the same corpus: sweep chunk size x retriever x fusion (top_k 10) on both and "
+                        "print Kendall tau of their rankings by nDCG@10 and the regret of the generated set's choice")
+    p.add_argument("--check-split", default="test", help="qrels split of a BEIR --check-against set (default: test)")
+    p.add_argument("--check-chunk-sizes", default="whole", help="chunk sizes of the check's grid, e.g. whole,256")
+    p.add_argument("--json", action="store_true", help="print synth.json's record (and the check) on stdout")
     return p
 
 
@@ -52,17 +57,59 @@ def summary(record: dict, out: str) -> str:  # type: ignore[type-arg]
             f"generator (seed {record['seed']}, {trip}) -> {out}; {counts['candidates']} candidates, dropped: {dropped}")
 
 
+def _chunk_sizes(value: str) -> list[int | str]:
+    from ragopt.errors import InputError
+
+    sizes: list[int | str] = []
+    for part in (v.strip() for v in value.split(",") if v.strip()):
+        if part != "whole" and not (part.isdigit() and int(part) > 0):
+            raise InputError(f"expected whole or a positive token count, got {part!r}", field="--check-chunk-sizes")
+        sizes.append(part if part == "whole" else int(part))
+    return sizes
+
+
 def run(args: argparse.Namespace) -> int:
     from ragopt.synth.generate import check_out, synthesize, write_set
 
     config = synth_config(args)
+    sizes = _chunk_sizes(args.check_chunk_sizes)
     out = Path(args.out)
     check_out(out)
+    labelled = None
+    if args.check_against:
+        from ragopt.data import load_evalset
+
+        labelled = load_evalset(args.check_against, split=args.check_split)  # read and checked before any work
     documents = _common.documents(args)
+    if labelled is not None and {d.id for d in labelled.documents} != {d.id for d in documents}:
+        from ragopt.errors import InputError
+
+        raise InputError("the labelled and generated sets must share one corpus (the same document ids as --docs)",
+                         path=args.check_against, field="--check-against")
     evalset, record = synthesize(documents, config, _common.workspace(args), name=out.name, source=args.docs,
                                  progress=sys.stderr.isatty())
     write_set(evalset, record, out)
     print(summary(record, str(out)), file=sys.stderr)
+    checked = None
+    if labelled is not None:
+        checked = _check(labelled, out, sizes, args)
     if args.json:
-        print(json.dumps(record))
+        print(json.dumps({**record, **({"check": checked} if checked else {})}))
     return 0
+
+
+def _check(labelled, out: Path, sizes: list[int | str], args: argparse.Namespace) -> dict:  # type: ignore[no-untyped-def,type-arg]
+    from ragopt.data import load_evalset
+    from ragopt.errors import InputError
+    from ragopt.synth.check import check_against, lines
+
+    generated = load_evalset(out)
+    try:
+        checked = check_against(labelled, generated, _common.workspace(args), sizes, progress=sys.stderr.isatty())
+    except ValueError as exc:
+        raise InputError(str(exc), path=args.check_against, field="--check-against") from None
+    if not args.json:
+        print(f"check against {args.check_against} ({len(labelled.queries)} labelled queries):")
+        for line in lines(checked):
+            print(f"  {line}")
+    return checked
