@@ -9,7 +9,7 @@ selects (best by its nDCG@10, ties by id), as the real-set nDCG@10 of the real b
 with a paired bootstrap interval over the real queries; how many questions were kept and what each filter
 dropped. The baseline each figure is measured against (the real set's own ranking) comes from the same run.
 
-Usage: python benchmarks/bench_synthetic.py [--datasets scifact,hotpotqa] [--questions 200] [--seed 0]
+Usage: python benchmarks/bench_synthetic.py [--datasets scifact,hotpotqa] [--generators extractive,llm] [--questions 200] [--seed 0]
        [--chunk-sizes whole,256] [--limit N] [--workspace DIR] [--json]
 --limit N keeps every document a real query judges relevant plus the first N others (a quick run). The
 workspace keeps indexes and embeddings, so a re-run reuses them. Torch uses one thread.
@@ -54,14 +54,15 @@ def run_dataset(name: str, args: argparse.Namespace, workspace: Path) -> dict[st
     real = limited(load_evalset(data_root() / DATASETS[name]), args.limit)
     sizes = [s if s == "whole" else int(s) for s in args.chunk_sizes.split(",")]
     out: dict[str, Any] = {"documents": len(real.documents), "real_queries": len(real.queries), "grid": len(sizes) * 4}
-    t0 = time.perf_counter()
-    generated, record = synthesize(real.documents, SynthConfig(questions=args.questions, seed=args.seed), workspace,
-                                   name=f"{name}-generated", progress=args.progress)
-    gen_s = time.perf_counter() - t0
-    checked = check_against(real, generated, workspace, sizes, progress=args.progress)
-    out[record["generator"]] = {**checked, "kept": record["counts"]["kept"],
-                                "dropped": record["counts"]["dropped"], "candidates": record["counts"]["candidates"],
-                                "round_trip": record["filters"]["round_trip"], "generate_s": round(gen_s, 1)}
+    for generator in args.generators.split(","):
+        t0 = time.perf_counter()
+        config = SynthConfig(questions=args.questions, seed=args.seed, generator=generator)
+        generated, record = synthesize(real.documents, config, workspace, name=f"{name}-{generator}", progress=args.progress)
+        gen_s = time.perf_counter() - t0
+        checked = check_against(real, generated, workspace, sizes, progress=args.progress)
+        out[generator] = {**checked, "kept": record["counts"]["kept"], "dropped": record["counts"]["dropped"],
+                          "candidates": record["counts"]["candidates"], "round_trip": record["filters"]["round_trip"],
+                          "model_fingerprint": record["model_fingerprint"], "generate_s": round(gen_s, 1)}
     return out
 
 
@@ -69,6 +70,7 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--datasets", default="scifact,hotpotqa")
     p.add_argument("--questions", type=int, default=200)
+    p.add_argument("--generators", default="extractive", help="extractive and/or llm (SmolLM2 in process; slow on CPU)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--chunk-sizes", default="whole,256")
     p.add_argument("--limit", type=int, default=None, help="judged documents plus this many others (a quick run)")

