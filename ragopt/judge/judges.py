@@ -122,6 +122,10 @@ class HttpJudge:
 
         if not config.url:
             raise InputError("the http judge needs a URL", field="--judge-url")
+        try:
+            import httpx  # noqa: F401
+        except ImportError:
+            raise InputError("the http judge needs httpx: pip install 'ragopt[serve]'", field="--judge") from None
         self.config = config
         self.base_url = config.url.rstrip("/").removesuffix("/v1")
         key = os.environ.get(config.api_key_env)
