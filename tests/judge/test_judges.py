@@ -5,6 +5,7 @@ failure). The real llama-server path is in tests/cli/test_judge.py."""
 from __future__ import annotations
 
 import json
+import os
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -16,6 +17,7 @@ from ragopt.judge.judges import HttpJudge, JudgeConfig, LlamaJudge, SupportJudge
 from ragopt.judge.judging import JudgeItem, judge_items
 from ragopt.judge.verdicts import VerdictRequest
 from ragopt.resources import Resources
+from ragopt.serve.llama_server import LlamaServer, find_binary
 
 CLAIM = VerdictRequest("claim", "Where is the tower?", ("The Eiffel Tower is in Paris.",), "The tower is in Paris.")
 
@@ -101,3 +103,14 @@ def test_an_unreadable_http_verdict_is_a_failure_and_is_not_averaged(plain_serve
         _PlainServer.reply = "No, it is not."
     assert judged[0].faithfulness is None and judged[0].sentences[0].supported is None
     assert totals.failures == 1 and totals.calls == 1
+
+
+@pytest.mark.skipif(find_binary() is None and not os.environ.get("CI"), reason="llama-server not built (scripts/build_llama_server.sh)")
+def test_llama_server_takes_the_json_schema_and_every_verdict_parses(tiny_gguf: Path) -> None:
+    with LlamaServer(tiny_gguf, ctx_per_slot=1024) as server, Resources() as resources:
+        judge = HttpJudge(JudgeConfig(kind="http", url=server.base_url), resources)
+        judge.check()
+        verdicts = [judge.judge(VerdictRequest("claim", "q?", ("passage one",), f"claim {i}")) for i in range(4)]
+    assert judge.structured is True  # the server accepted response_format: json_schema
+    assert all(json.loads(v.raw)["verdict"] in ("yes", "no") and v.supported is not None for v in verdicts)
+    assert all(str(tiny_gguf) in m for m in judge.served)
