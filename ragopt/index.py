@@ -35,10 +35,10 @@ from ragopt.cache import Cache
 from ragopt.config import BM25Config, ChunkerConfig, EmbedderConfig, StoreConfig, fingerprint
 from ragopt.errors import InputError, TenantRequired
 from ragopt.resources import Resources
-from ragopt.stages.chunking import Chunker
-from ragopt.stages.embedding import Embedder
-from ragopt.stages.keyword import BM25Index
-from ragopt.stages.vector import VectorStore
+from ragopt.backends.chunker import Chunker
+from ragopt.backends.embeddings import Embedder
+from ragopt.backends.bm25 import BM25Index
+from ragopt.backends.vector_store import VectorStore
 from ragopt.tokencount import TokenCounter
 from ragopt.types import Chunk, Document, Hit, Query
 

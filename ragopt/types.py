@@ -119,13 +119,30 @@ class Hit(BaseModel):
     retriever: str
 
 
+def source_label(metadata: dict[str, Any]) -> str | None:
+    """Where a loaded document's text came from, as a citation names it: `guide.pdf, page 2` or
+    `guide.md > Setup > Linux` (metadata "source", "page", "headings"; see ragopt.documents); None without."""
+    source = metadata.get("source")
+    if not source:
+        return None
+    label = str(source)
+    if metadata.get("page") is not None:
+        label += f", page {metadata['page']}"
+    headings = metadata.get("headings")
+    if isinstance(headings, list) and headings:
+        label += " > " + " > ".join(str(h) for h in headings)
+    return label
+
+
 class Citation(BaseModel):
-    """A `[n]` marker in an answer, resolved to the passage it names; `valid` is False when no passage n was given."""
+    """A `[n]` marker in an answer, resolved to the passage it names; `valid` is False when no passage n was given.
+    `source` names the file (and page) the passage came from, for documents loaded from files."""
 
     marker: int
     chunk_id: str | None = None
     doc_id: str | None = None
     valid: bool = True
+    source: str | None = None
 
 
 class Answer(BaseModel):

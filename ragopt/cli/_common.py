@@ -12,13 +12,43 @@ from pydantic import BaseModel, ValidationError
 
 from ragopt.config import BM25Config, ChunkerConfig, EmbedderConfig, FusionConfig, RetrievalConfig, StoreConfig
 from ragopt.errors import InputError
+from ragopt.types import Document
 
 M = TypeVar("M", bound=BaseModel)
 
 
-def add_dataset_args(p: argparse.ArgumentParser, required: bool = True) -> None:
-    p.add_argument("--dataset", required=required, help="a BEIR folder or a ragopt evaluation folder/file")
+def add_dataset_args(p: argparse.ArgumentParser, required: bool = True, docs: bool = True) -> None:
+    """--dataset (an evaluation set), or with `docs` also --docs (your own documents), one of them."""
+    source = p.add_mutually_exclusive_group(required=required) if docs else p
+    source.add_argument("--dataset", required=required and not docs, help="a BEIR folder or a ragopt evaluation folder/file")
     p.add_argument("--split", default="test", help="qrels split of a BEIR folder (default: test)")
+    if docs:
+        source.add_argument("--docs", metavar="PATH",
+                            help="your documents: a folder (recursive), a glob or a file of .md, .txt, .html, .pdf, "
+                                 "corpus.jsonl; or langchain:MODULE:ATTR (a LangChain loader)")
+        p.add_argument("--on-error", choices=["fail", "skip"], default="fail",
+                       help="a bad document (broken/encrypted PDF, not UTF-8, empty, page without text): fail (exit 2, "
+                            "before anything is embedded) or skip it and say so")
+        p.add_argument("--tenant-map", metavar="FILE", help="with --docs: TOML rules mapping path globs to tenant and scopes")
+
+
+def docs_options(args: argparse.Namespace):  # type: ignore[no-untyped-def]
+    """The --docs flags as DocsOptions (None without --docs); --tenant-map without --docs is an error."""
+    from ragopt.documents import DocsOptions
+
+    if getattr(args, "docs", None) is None:
+        if getattr(args, "tenant_map", None):
+            raise InputError("goes with --docs (an evaluation set carries its own tenants)", field="--tenant-map")
+        return None
+    return DocsOptions(path=args.docs, on_error=args.on_error, tenant_map=args.tenant_map)
+
+
+def documents(args: argparse.Namespace, progress: bool = True) -> list[Document]:
+    """The corpus: --docs loaded (what was skipped said on stderr), else --dataset's documents."""
+    from ragopt.documents import corpus_documents
+
+    return corpus_documents(args.dataset, args.split, docs_options(args), progress=progress and sys.stderr.isatty(),
+                       log=lambda line: print(line, file=sys.stderr))
 
 
 def add_chunking_args(p: argparse.ArgumentParser) -> None:
@@ -78,9 +108,9 @@ def retrieval_config(args: argparse.Namespace, top_k: int = 10) -> RetrievalConf
     bm25 = from_flags(BM25Config, {"backend": "--bm25-backend"}, backend=args.bm25_backend)
     flags = {"retriever": "--retriever", "top_k": "--top-k", "langchain": "--langchain", "": "--langchain"}
     if getattr(args, "langchain", None):
-        from ragopt.interop.langchain_stage import resolve_target
+        from ragopt.config import resolve_target
 
-        resolve_target(args.langchain)  # importable before any work starts
+        resolve_target(args.langchain, field="--langchain")  # importable before any work starts
     return from_flags(RetrievalConfig, flags, retriever=args.retriever, top_k=top_k, fusion=fusion, bm25=bm25,
                       langchain=getattr(args, "langchain", None))
 
@@ -108,14 +138,14 @@ def workspace(args: argparse.Namespace) -> Path:
     return workspace_dir(args.workspace)
 
 
-def build(args: argparse.Namespace, evalset, progress: bool = True, dense: bool = True):  # type: ignore[no-untyped-def]
-    """Build or reuse the index for the dataset and chunking flags (without vectors unless `dense`); say
+def build(args: argparse.Namespace, documents: list[Document], progress: bool = True, dense: bool = True):  # type: ignore[no-untyped-def]
+    """Build or reuse the index of `documents` for the chunking flags (without vectors unless `dense`); say
     what happened on stderr."""
     from ragopt.index import build_index, make_embedder
 
     ws = workspace(args)
     embedder = make_embedder(ws, embedder_config(args))
-    report = build_index(evalset.documents, chunker_config(args), embedder, ws, store_config=store_config(args), progress=progress, dense=dense)
+    report = build_index(documents, chunker_config(args), embedder, ws, store_config=store_config(args), progress=progress, dense=dense)
     m = report.index.manifest
     state = "reused existing index" if report.reused else f"built index ({report.seconds:.1f} s)"
     print(

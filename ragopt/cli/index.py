@@ -1,4 +1,4 @@
-"""`ragopt index`: build (or reuse) the index of a dataset's corpus."""
+"""`ragopt index`: build (or reuse) the index of a dataset's corpus or of your own documents (--docs)."""
 
 from __future__ import annotations
 
@@ -15,10 +15,7 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ragopt.data import load_evalset
-
     _common.chunker_config(args)  # flags first: nothing is read before they are known to be valid
-    evalset = load_evalset(args.dataset, split=args.split)
-    report, _ = _common.build(args, evalset)
+    report, _ = _common.build(args, _common.documents(args))
     print(f"index {report.index.manifest.id} at {report.index.path}  time {report.seconds:.2f} s  embedded {report.embedded}")
     return 0

@@ -101,7 +101,7 @@ def options(args: argparse.Namespace):  # type: ignore[no-untyped-def]
     opts = ServeOptions(
         settings=settings, engine=args.engine, model=args.model, small_model=args.small_model, backend_url=args.backend_url,
         parallel=args.parallel, threads=args.threads, n_ctx=args.n_ctx, max_tokens=args.max_tokens, dataset=args.dataset,
-        split=args.split, retrieval=retrieval, chunker=_common.chunker_config(args), embedder=_common.embedder_config(args),
+        docs=_common.docs_options(args), split=args.split, retrieval=retrieval, chunker=_common.chunker_config(args), embedder=_common.embedder_config(args),
         store=_common.store_config(args), redis_url=args.redis, cache=not args.no_cache,
     )
     check_options(opts)

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from ragopt.cli import _common
+from ragopt.cli.judge import add_judge_args, judge_flags
 
 SHIPPED_DATASET = Path(__file__).resolve().parents[2] / "evalsets" / "hospital"
 SHIPPED_CONFIG = Path(__file__).resolve().parents[2] / "pipelines" / "hospital-sweep.toml"
@@ -43,6 +44,7 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p.add_argument("--address", metavar="ADDR",
                    help="with --executor ray: the Ray cluster, e.g. ray://HEAD:10001, or auto on a node of one started "
                         "with `ray start` (default: a new local Ray instance)")
+    add_judge_args(p, model_flag="--judge-model")
     p.add_argument("--no-progress", action="store_true")
     return p
 
@@ -93,6 +95,10 @@ def load_config(args: argparse.Namespace):  # type: ignore[no-untyped-def]
         data["executor"], flags["executor"] = args.executor, "--executor"
     if args.address is not None:
         data["ray_address"], flags["ray_address"] = args.address, "--address"
+    judge = judge_flags(args)
+    if judge:
+        data["judge"] = {**(data.get("judge") or {}), **judge}
+        flags["judge"] = "--judge"
     data["gates"] = list(data.get("gates") or []) + list(args.gate)
     if args.baseline:
         data["baseline"] = {**(data.get("baseline") or {}), "path": args.baseline}
@@ -202,6 +208,17 @@ def table_lines(results: Any, rows: int = TABLE_ROWS) -> list[str]:
     return lines
 
 
+def judge_lines(results: Any) -> list[str]:
+    """Per judged trial: each judged metric with its 95% bootstrap interval, and what the judging cost."""
+    from ragopt.eval.report_common import fmt_interval, judge_cost_text, judged_trials
+
+    lines = []
+    for t, intervals, costs in judged_trials(results):
+        figures = ", ".join(f"{name} {fmt_interval(iv)}" for name, iv in intervals.items()) or "no judged answers"
+        lines.append(f"  judged {t.id}: {figures}; {judge_cost_text(costs)}")
+    return lines
+
+
 def run(args: argparse.Namespace) -> int:
     import sys
 
@@ -251,6 +268,8 @@ def run(args: argparse.Namespace) -> int:
         print(line)
     if len(results.trials) > TABLE_ROWS:
         print(f"  ... {len(results.trials) - TABLE_ROWS} more in {paths['csv']}")
+    for line in judge_lines(results):
+        print(line)
     print(f"outputs: {', '.join(str(p) for p in paths.values())}")
     code = 0
     if results.selected:

@@ -13,7 +13,7 @@ from typing import Annotated, Any, Iterator, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from ragopt.data import EvalQuery, EvalSet, Evidence
+from ragopt.data.evalset import EvalQuery, EvalSet, Evidence
 from ragopt.errors import InputError
 from ragopt.types import EVERYONE, Document, Query, Turn, visible_to
 
@@ -68,7 +68,7 @@ def load_ragopt_jsonl(path: str | Path) -> EvalSet:
         name = folder.name if path.name == QUESTIONS else path.stem
     else:
         raise InputError("file not found", path=path)
-    documents = _load_corpus(folder / CORPUS)
+    documents = load_corpus(folder / CORPUS)
     queries = _load_questions(questions_path, {d.id: d for d in documents})
     return EvalSet(name=name, source=str(path), documents=documents, queries=queries)
 
@@ -200,7 +200,7 @@ def _check_access(tenant: str | None, scopes: list[str], where: _Where) -> None:
             raise where(f"scope must be a name, not {scope!r}", f"scopes[{i}]")
 
 
-def _load_corpus(path: Path) -> list[Document]:
+def load_corpus(path: Path) -> list[Document]:
     docs: dict[str, Document] = {}
     first_line: dict[str, int] = {}
     for where, obj in read_lines(path):

@@ -4,8 +4,9 @@ similarity, BLEU, chrF, and non-LLM context recall.
 ragas is an optional dependency (`pip install "ragopt[answers]"`), imported only when a score is asked for,
 with its usage telemetry switched off (RAGAS_DO_NOT_TRACK=true) before the import.
 
-LLM-judged metrics (faithfulness, answer relevancy, ...) need a judge model. Asking for one without a judge
-is an InputError; with a judge it is NotImplementedError for now: ragopt does not wire a judge yet.
+LLM-judged metrics are not answer metrics here: ragopt's own judges (ragopt.judge: `ragopt sweep --judge ...`,
+`ragopt judge`) measure faithfulness, answer_correctness and context_relevance. Asking for a judged metric in
+`answer_metrics` is an InputError that says so (and names the string metrics that need no judge).
 """
 
 from __future__ import annotations
@@ -52,23 +53,23 @@ class AnswerMetricsUnavailable(RuntimeError):
     """ragas (or one of the string libraries its metrics use) is not installed."""
 
 
-def check_metrics(metrics: Sequence[str], judge: Any = None) -> list[str]:
+def check_metrics(metrics: Sequence[str]) -> list[str]:
     """Validate metric names before any work is done; returns them lower-cased."""
+    from ragopt.judge.judging import METRICS as JUDGED
+
     names = [m.strip().lower() for m in metrics]
     for name in names:
         if name in NO_LLM_METRICS:
             continue
         if name in LLM_METRICS:
-            if judge is None:
-                raise InputError(
-                    f"{name!r} is judged by an LLM: configure a judge model, or use a metric that needs none: "
-                    + ", ".join(NO_LLM_METRICS),
-                    field="answer_metrics",
-                )
-            raise NotImplementedError(f"LLM-judged answer metrics ({name}) are not implemented in ragopt yet")
+            how = ("configure a judge (ragopt sweep --judge support|llama|http, or [judge] kind in the sweep TOML): it "
+                   "reports it beside the answer metrics" if name in JUDGED else
+                   f"ragopt's judges measure {', '.join(JUDGED)} (ragopt sweep --judge ...)")
+            raise InputError(f"{name!r} is judged by an LLM, not an answer metric: {how}; answer metrics that need no "
+                             "judge: " + ", ".join(NO_LLM_METRICS), field="answer_metrics")
         raise InputError(
             f"unknown answer metric {name!r}; known: {', '.join(NO_LLM_METRICS)} "
-            f"(LLM-judged, need a judge: {', '.join(LLM_METRICS)})",
+            f"(judged by an LLM: {', '.join(LLM_METRICS)})",
             field="answer_metrics",
         )
     return names
@@ -119,12 +120,12 @@ def load_ragas() -> dict[str, Any]:
 
 
 def score_answers(
-    samples: Sequence[AnswerSample], metrics: Sequence[str] = DEFAULT_ANSWER_METRICS, judge: Any = None
+    samples: Sequence[AnswerSample], metrics: Sequence[str] = DEFAULT_ANSWER_METRICS
 ) -> dict[str, list[float | None]]:
     """{metric: [score per sample]}; None where a sample lacks what the metric needs (a reference, contexts).
     String metrics score all samples in one batch (one event loop, not one per sample)."""
     with _host_logging_kept():
-        names = check_metrics(metrics, judge)
+        names = check_metrics(metrics)
         lib = load_ragas()
         out: dict[str, list[float | None]] = {}
         for name in names:
@@ -153,7 +154,6 @@ def score_answer(
     metrics: Sequence[str] = DEFAULT_ANSWER_METRICS,
     retrieved_contexts: list[str] | None = None,
     reference_contexts: list[str] | None = None,
-    judge: Any = None,
 ) -> dict[str, float | None]:
     sample = AnswerSample(
         response=response,
@@ -161,4 +161,4 @@ def score_answer(
         retrieved_contexts=retrieved_contexts,
         reference_contexts=reference_contexts,
     )
-    return {name: values[0] for name, values in score_answers([sample], metrics, judge).items()}
+    return {name: values[0] for name, values in score_answers([sample], metrics).items()}

@@ -52,8 +52,9 @@ class QueryOutcome:
 RANKING_PACKAGES = ("numpy", "bm25s", "rank-bm25", "PyStemmer", "qdrant-client", "sentence-transformers", "torch",
                     "transformers", "tokenizers", "llama-cpp-python")
 # ragopt's own code that cannot change what a stage returns or how long it takes (prefixes: eval/report covers
-# report.py and its report_*.py modules).
-_PRESENTATION = ("cli/", "eval/report", "eval/results.py", "eval/gates.py", "eval/bootstrap.py")
+# report.py and its report_*.py modules; the judges score answers after the stages ran).
+_PRESENTATION = ("cli/", "eval/report", "eval/results.py", "eval/gates.py", "eval/bootstrap.py", "judge/",
+                 "eval/judged.py")
 
 
 @functools.lru_cache(maxsize=1)

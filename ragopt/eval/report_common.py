@@ -256,3 +256,23 @@ def held_out_rows(h: HeldOut) -> list[tuple[str, Interval | None, Interval | Non
     """(metric, selection interval, held-out interval, overfit) per metric with an interval on either split."""
     names = dict.fromkeys([*h.intervals, *h.selection_intervals])
     return [(n, h.selection_intervals.get(n), h.intervals.get(n), h.overfit.get(n)) for n in names]
+
+
+JUDGE_COSTS = ("judge_calls", "judge_cached", "judge_failures", "judge_tokens", "judge_seconds", "judge_cost_usd")
+
+
+def judged_trials(results: SweepResults) -> list[tuple[Trial, dict[str, Interval], dict[str, Any]]]:
+    """(trial, judged metric -> interval, judge costs) for every trial a judge scored, in results order."""
+    out = []
+    for t in results.trials:
+        costs = t.costs.model_dump()
+        if costs.get("judge_calls") is None:
+            continue
+        out.append((t, dict(t.intervals), {k: costs.get(k) for k in JUDGE_COSTS}))
+    return out
+
+
+def judge_cost_text(costs: dict[str, Any]) -> str:
+    """"12 calls (30 cached), 0 failures, 5,210 tokens, 14.2 s, $0.0000"."""
+    return (f"{costs['judge_calls']} calls ({costs['judge_cached']} cached), {costs['judge_failures']} failures, "
+            f"{costs['judge_tokens']:,} tokens, {costs['judge_seconds']:.1f} s, ${costs['judge_cost_usd']:.4f}")

@@ -15,7 +15,7 @@ from ragopt.eval.gates import fmt
 from ragopt.eval.report_common import (
     _COST_LABELS, BELOW_FLOOR, STAGE_PERCENTILES, Latencies, _chunker_order, _fmt_value, _md_params, _passed, _ranked,
     _retriever_label, _table_columns, _verdicts, beats_floor, citation_floor_pairs, citation_label, closest_trial,
-    fmt_interval, held_out_rows, noisy_gates, plot_metric, stage_latency_columns, stage_ms, with_floor,
+    fmt_interval, held_out_rows, judge_cost_text, judged_trials, noisy_gates, plot_metric, stage_latency_columns, stage_ms, with_floor,
 )
 from ragopt.eval.report_plots import plot_latency_histogram, plot_quality_vs_cost, plot_recall_curves
 from ragopt.eval.results import GateVerdict, HeldOut, SweepResults, Trial, measured
@@ -187,6 +187,17 @@ def _held_out_html(h: HeldOut) -> str:
             f"<th>result</th></tr>{body}</table>")
 
 
+def _judged_html(results: SweepResults) -> str:
+    judged = judged_trials(results)
+    names = list(dict.fromkeys(n for _, intervals, _ in judged for n in intervals))
+    head = "".join(f"<th>{_e(n)}</th>" for n in names)
+    rows = "".join(
+        f"<tr><td><code>{_e(t.id)}</code></td>" + "".join(f"<td class='n'>{_e(fmt_interval(iv.get(n)) or '–')}</td>" for n in names)
+        + f"<td>{_e(judge_cost_text(costs))}</td></tr>" for t, iv, costs in judged)
+    return ("<h2>Judged answers</h2><p class='meta'>Mean over queries with its 95% bootstrap interval; judge calls are "
+            f"the new ones this run made.</p><table><tr><th>trial</th>{head}<th>judging</th></tr>{rows}</table>")
+
+
 def _index_table(results: SweepResults) -> str | None:
     """One row per distinct index (chunker x retriever): chunks, size, build time."""
     rows: dict[tuple[str, str], Trial] = {}
@@ -246,6 +257,8 @@ def render_html(results: SweepResults, latencies: Latencies | None = None) -> st
         parts.append(f"<h2>{shown_title}</h2>{_verdict_table(_verdicts(results, shown))}")
     if results.held_out is not None:
         parts.append(_held_out_html(results.held_out))
+    if judged_trials(results):
+        parts.append(_judged_html(results))
     if results.baseline is not None:
         b = results.baseline
         cls = "fail" if b.regressed else "pass"

@@ -8,7 +8,7 @@ from ragopt.eval.gates import fmt, is_cost, parse_gates, quality_metric
 from ragopt.eval.report_common import (
     _COST_LABELS, BELOW_FLOOR, STAGE_PERCENTILES, _extra_params, _fmt_value, _md_params, _passed, _ranked,
     _retriever_label, _verdicts, beats_floor, citation_floor_pairs, citation_label, closest_trial, fmt_interval,
-    held_out_rows, noisy_gates, stage_latency_columns, stage_ms, with_floor,
+    held_out_rows, judge_cost_text, judged_trials, noisy_gates, stage_latency_columns, stage_ms, with_floor,
 )
 from ragopt.eval.results import HeldOut, SweepResults, Trial, measured
 
@@ -79,6 +79,7 @@ def render_summary(results: SweepResults) -> str:
         out.append("")
     if results.held_out is not None:
         out += _md_held_out(results.held_out)
+    out += _md_judged(results)
     if results.baseline is not None:
         b = results.baseline
         out += [
@@ -173,4 +174,26 @@ def _md_held_out(h: HeldOut) -> list[str]:
     for name, chosen, held, overfit in rows:
         result = OVERFIT if overfit else "–" if overfit is None else "within the selection interval"
         out.append(f"| {_md_escape(name)} | {fmt_interval(chosen)} | {fmt_interval(held)} | {result} |")
+    return out + [""]
+
+
+def _md_judged(results: SweepResults) -> list[str]:
+    """Judged metrics per trial with their intervals, what judging cost, and a few unsupported sentences."""
+    judged = judged_trials(results)
+    if not judged:
+        return []
+    names = list(dict.fromkeys(n for _, intervals, _ in judged for n in intervals))
+    out = ["## Judged answers", "",
+           "Each figure is the mean over queries with its 95% bootstrap interval; judge calls are the new ones this "
+           "run made (verdicts are cached by judge, prompt version and inputs).", "",
+           "| trial | " + " | ".join(names) + " | judging |", "|---|" + "---:|" * len(names) + "---|"]
+    for t, intervals, costs in judged:
+        out.append(f"| {t.id} | " + " | ".join(fmt_interval(intervals.get(n)) or "–" for n in names)
+                   + f" | {judge_cost_text(costs)} |")
+    shown = results.selected_trial or judged[0][0]
+    examples = [(q, s) for q, sentences in sorted(shown.unsupported.items()) for s in sentences][:5]
+    if examples:
+        out += ["", f"Unsupported sentences in `{shown.id}` (first {len(examples)} of "
+                f"{sum(len(v) for v in shown.unsupported.values())}; all in results.json `unsupported`):", ""]
+        out += [f"- `{q}`: {_md_escape(s)}" for q, s in examples]
     return out + [""]

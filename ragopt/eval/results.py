@@ -111,6 +111,12 @@ def _nan_to_none(value: Any) -> Any:
     return None if isinstance(value, float) and math.isnan(value) else value
 
 
+class Interval(_Model):
+    mean: float
+    low: float
+    high: float
+
+
 class Trial(_Model):
     id: str
     params: TrialParams
@@ -119,6 +125,10 @@ class Trial(_Model):
     per_query: dict[str, list[float | None]] = Field(
         default_factory=dict, description="metric -> one value per query, aligned with SweepResults.query_ids"
     )
+    intervals: dict[str, Interval] = Field(
+        default_factory=dict, description="judged metrics: 95% bootstrap interval of the mean over queries")
+    unsupported: dict[str, list[str]] = Field(
+        default_factory=dict, description="query id -> the answer sentences the judge found unsupported by their passages")
 
     @field_validator("metrics", mode="before")
     @classmethod
@@ -171,12 +181,6 @@ class BaselineComparison(_Model):
     tolerance: float
     verdicts: list[RegressionVerdict]
     regressed: bool
-
-
-class Interval(_Model):
-    mean: float
-    low: float
-    high: float
 
 
 class HeldOut(_Model):

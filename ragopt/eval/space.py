@@ -17,6 +17,8 @@ from pydantic import Field, field_validator, model_validator
 
 from ragopt.config import BM25Config, ChunkerConfig, EmbedderConfig, FusionConfig, RetrievalConfig, StoreConfig, StrictModel, knobs
 from ragopt.errors import InputError
+from ragopt.judge.judges import JudgeConfig
+from ragopt.judge.judging import METRICS as JUDGED_METRICS
 from ragopt.plan import PlanConfig, spec_for, validate_stage_values
 
 RANK_METRICS = ("recall", "ndcg", "mrr", "precision", "hit")
@@ -56,6 +58,7 @@ class SweepConfig(StrictModel):
     )
     span_coverage: float = Field(0.5, gt=0, le=1, description="span recall: share of a gold span's characters that must be retrieved")
     answer_metrics: list[str] = Field(default_factory=lambda: ["string_presence", "rouge_l"])
+    judge: JudgeConfig = Field(JudgeConfig(), description="judged metrics of the answers (faithfulness, ...): [judge] kind = ...")
     context_tokenizer: str = Field(
         "embedder", description='count context tokens with "embedder", "generator" (the default GGUF) or a GGUF path'
     )
@@ -206,6 +209,8 @@ class SweepConfig(StrictModel):
         names += [f"span_recall@{k}" for k in self.cutoffs()] if with_spans else []
         if self.answers_on():
             names += list(CITATION_METRICS) + (list(self.answer_metrics) if with_references else [])
+            if self.judge.on():
+                names += [m for m in JUDGED_METRICS if m != "answer_correctness" or with_references]
         return names
 
 

@@ -5,12 +5,14 @@ server started."""
 
 from __future__ import annotations
 
+import sys
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
 from ragopt.config import ChunkerConfig, EmbedderConfig, RetrievalConfig, StoreConfig
+from ragopt.documents import DocsOptions, corpus_documents
 from ragopt.errors import InputError
 from ragopt.serve.caches import ServeCaches, open_store
 from ragopt.serve.service import Backend, RagService, ServeSettings
@@ -28,6 +30,7 @@ class ServeOptions:
     n_ctx: int = 2048
     max_tokens: int = 256
     dataset: str | None = None
+    docs: DocsOptions | None = None  # your own documents instead of a dataset's corpus
     split: str = "test"
     retrieval: RetrievalConfig = field(default_factory=RetrievalConfig)
     chunker: ChunkerConfig = field(default_factory=lambda: ChunkerConfig(mode="whole"))
@@ -39,16 +42,17 @@ class ServeOptions:
 
 def _retrieval(opts: ServeOptions, workspace: Path) -> tuple[list[Any], str, str]:
     """(stages, kb_version = index fingerprint, retrieval config fingerprint)."""
-    if not opts.dataset:
+    if not (opts.dataset or opts.docs):
         return [], "no-kb", "no-retrieval"
-    from ragopt.data import load_evalset
     from ragopt.index import build_index, make_embedder
-    from ragopt.retrieval import retrieval_stages
+    from ragopt.plan import retrieval_stages
 
-    evalset = load_evalset(opts.dataset, split=opts.split)
+    documents = corpus_documents(opts.dataset, opts.split, opts.docs, log=lambda line: print(line, file=sys.stderr))
     embedder = make_embedder(workspace, opts.embedder)
-    report = build_index(evalset.documents, opts.chunker, embedder, workspace, store_config=opts.store,
+    report = build_index(documents, opts.chunker, embedder, workspace, store_config=opts.store,
                          dense=opts.retrieval.retriever in ("dense", "hybrid"), progress=False)
+    print(f"index {report.index.manifest.id}: {report.index.manifest.n_chunks} chunks; embedded {report.embedded} texts, "
+          f"{report.cache_hits} from cache", file=sys.stderr)
     stages = retrieval_stages(report.index, embedder, opts.retrieval)
     return stages, report.index.manifest.id, opts.retrieval.fingerprint()
 

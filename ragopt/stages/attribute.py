@@ -27,7 +27,7 @@ from __future__ import annotations
 import bisect
 import math
 import re
-from typing import Literal, Sequence
+from typing import Literal, Mapping, Sequence
 
 from ragopt.config import StrictModel, knob
 from ragopt.pipeline import RequestState
@@ -146,19 +146,24 @@ class AttributeCitations:
 
     @staticmethod
     def _support(sentences: Sequence[str], passages: Sequence[Passage]) -> list[dict[int, float]]:
-        """Per sentence: {passage number: IDF-weighted share of the sentence's words found in the passage}."""
-        passage_terms = {p.number: set(terms(f"{p.hit.chunk.title} {p.text}")) for p in passages}
-        df: dict[str, int] = {}
-        for ts in passage_terms.values():
-            for t in ts:
-                df[t] = df.get(t, 0) + 1
-        k = len(passages)
-        out = []
-        for sentence in sentences:
-            words = set(terms(sentence))
-            weight = {t: math.log(1 + k / df.get(t, 1)) for t in sorted(words)}  # sorted: sums must not depend
-            total = sum(weight.values())                                        # on the process's hash seed
-            out.append(
-                {n: sum(weight[t] for t in sorted(words & ts)) / total for n, ts in passage_terms.items()} if total else {}
-            )
-        return out
+        return word_support(sentences, {p.number: f"{p.hit.chunk.title} {p.text}" for p in passages})
+
+
+def word_support(sentences: Sequence[str], passages: Mapping[int, str]) -> list[dict[int, float]]:
+    """Per sentence: {passage number: IDF-weighted share of the sentence's words found in the passage text}.
+    IDF is over these passages, so words every passage shares weigh little (the judge's `support` baseline too)."""
+    passage_terms = {n: set(terms(text)) for n, text in passages.items()}
+    df: dict[str, int] = {}
+    for ts in passage_terms.values():
+        for t in ts:
+            df[t] = df.get(t, 0) + 1
+    k = len(passages)
+    out = []
+    for sentence in sentences:
+        words = set(terms(sentence))
+        weight = {t: math.log(1 + k / df.get(t, 1)) for t in sorted(words)}  # sorted: sums must not depend
+        total = sum(weight.values())                                        # on the process's hash seed
+        out.append(
+            {n: sum(weight[t] for t in sorted(words & ts)) / total for n, ts in passage_terms.items()} if total else {}
+        )
+    return out

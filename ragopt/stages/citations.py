@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from typing import Mapping, Sequence
 
-from ragopt.types import Chunk, Citation
+from ragopt.types import Chunk, Citation, source_label
 
 _MARKER = re.compile(r"\[\s*(?:passages?|source|doc)?\s*(\d{1,3}(?:\s*(?:,|;|-|\u2013)\s*(?:passages?\s*)?\d{1,3})*)\s*\]", re.IGNORECASE)
 _MARKER_AND_SPACE = re.compile(r"[ \t]*" + _MARKER.pattern, re.IGNORECASE)  # the space before a marker goes with it
@@ -52,7 +52,8 @@ def parse_citations(text: str, passages: Mapping[int, Chunk]) -> list[Citation]:
         if chunk is None:
             cites.append(Citation(marker=n, valid=False))
         else:
-            cites.append(Citation(marker=n, chunk_id=chunk.id, doc_id=chunk.doc_id, valid=True))
+            cites.append(Citation(marker=n, chunk_id=chunk.id, doc_id=chunk.doc_id, valid=True,
+                                 source=source_label(chunk.metadata)))
     return cites
 
 
@@ -61,12 +62,13 @@ def invalid_markers(citations: Sequence[Citation]) -> list[int]:
 
 
 def format_citations(citations: Sequence[Citation], titles: Mapping[int, str] | None = None) -> list[str]:
-    """One line per citation, for printing: `[2] doc-17 (Title)` or `[9] (no such passage)`."""
+    """One line per citation, for printing: `[2] doc-17 (Title)`, `[1] guide.pdf, page 2 (guide)` for a loaded
+    file, or `[9] (no such passage)`."""
     lines = []
     for c in citations:
         if not c.valid:
             lines.append(f"[{c.marker}] (no such passage was provided)")
             continue
         title = (titles or {}).get(c.marker, "")
-        lines.append(f"[{c.marker}] {c.doc_id}" + (f" ({title})" if title else "") + f"  chunk {c.chunk_id}")
+        lines.append(f"[{c.marker}] {c.source or c.doc_id}" + (f" ({title})" if title else "") + f"  chunk {c.chunk_id}")
     return lines

@@ -42,8 +42,8 @@ from pydantic import Field, model_validator
 from ragopt.config import BM25Config, EmbedderConfig, StrictModel, knob
 from ragopt.errors import InputError
 from ragopt.pipeline import RequestState
-from ragopt.stages.embedding import Embedder
-from ragopt.stages.keyword import BM25Index
+from ragopt.backends.embeddings import Embedder
+from ragopt.backends.bm25 import BM25Index
 from ragopt.stages.prompt import PromptConfig, number_passages
 from ragopt.text import sentence_spans, words
 from ragopt.types import Hit

@@ -59,7 +59,7 @@ def mine_examples(evalset: EvalSet, workspace: Path, config: MiningConfig, *, pr
     the split's order, negatives taken best-ranked first."""
     from ragopt.index import build_index, make_embedder
     from ragopt.pipeline import Pipeline
-    from ragopt.retrieval import retrieval_stages
+    from ragopt.plan import retrieval_stages
 
     embedder = make_embedder(workspace)  # the base model: mining must not depend on the model being trained
     dense = config.miner != "bm25"

@@ -14,17 +14,10 @@ from typing import Any
 
 import pytest
 
+from fixtures.cli import one_line_error, ragopt
 from fixtures.tiny_corpus import TINY_DOCS, TINY_QRELS, TINY_QUERIES, write_beir
 
 HEAVY = ("torch", "sentence_transformers", "qdrant_client", "llama_cpp", "transformers", "bm25s", "rank_bm25")
-
-
-def ragopt(*args: str, workspace: Path, timeout: float = 300, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "RAGOPT_HOME": str(workspace / "unused-home"), **(env or {})}
-    return subprocess.run(
-        [sys.executable, "-m", "ragopt", "--workspace", str(workspace), *args],
-        capture_output=True, text=True, timeout=timeout, env=env, cwd=workspace.parent,
-    )  # fmt: skip
 
 
 def test_help_is_instant_and_imports_nothing_heavy(tmp_path: Path) -> None:
@@ -81,15 +74,6 @@ def test_bad_input_exits_2_with_one_line(tmp_path: Path, case: str) -> None:
     assert "Traceback" not in done.stderr and done.stdout == ""
     assert lines[0].startswith("ragopt eval: error: ") and file_name in lines[0] and where in lines[0]
     assert str(dataset) in lines[0]  # the full path, so the user can open the file
-
-
-def one_line_error(done: subprocess.CompletedProcess[str], command: str) -> str:
-    """The single stderr line of a rejected command (exit 2, no traceback, nothing on stdout)."""
-    assert done.returncode == 2, done.stderr
-    lines = done.stderr.splitlines()
-    assert len(lines) == 1 and "Traceback" not in done.stderr and done.stdout == "", done.stderr
-    assert lines[0].startswith(f"ragopt {command}: error: ")
-    return lines[0]
 
 
 BAD_FLAGS = {

@@ -8,7 +8,7 @@ from ragopt.config import EmbedderConfig
 from ragopt.errors import InputError
 from ragopt.pipeline import Pipeline, RequestState
 from ragopt.stages.compress import CompressConfig, CompressPassages
-from ragopt.stages.embedding import Embedder
+from ragopt.backends.embeddings import Embedder
 from ragopt.types import Chunk, Hit, Query
 
 PREFIX = "Archive note. "  # chunks start inside their documents, so kept spans must be offset by chunk.start

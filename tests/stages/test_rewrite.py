@@ -140,7 +140,7 @@ def test_fuse_is_rrf_with_ties_broken_by_chunk_id():
 
 def test_multi_query_retrieves_per_variant_and_keeps_permissions(tiny_index):
     from ragopt.config import RetrievalConfig
-    from ragopt.retrieval import retrieval_stages
+    from ragopt.plan import retrieval_stages
 
     index, embedder = tiny_index
     retrieval = retrieval_stages(index, embedder, RetrievalConfig(retriever="hybrid", top_k=3))

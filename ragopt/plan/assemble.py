@@ -1,21 +1,24 @@
-"""Assembles pipelines: the retrieval stages for a configuration (dense, bm25, or hybrid: both, then fusion),
-and whole plans (ragopt.plan) over an open index."""
+"""The one door: a plan (ragopt.plan.model.PlanConfig) over an open index becomes a Pipeline here. Its retrieval
+stages (dense, bm25, or hybrid: both, then fusion), then every configured optional stage in slot order."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any, Sequence
 
-from ragopt.config import ChunkerConfig, EmbedderConfig, RetrievalConfig, StoreConfig
+from ragopt.backends.embeddings import Embedder
+from ragopt.config import RetrievalConfig, StoreConfig
+from ragopt.errors import InputError
 from ragopt.index import Index, build_index, make_embedder
 from ragopt.pipeline import Pipeline, Stage
-from ragopt.plan import BuildContext, PlanConfig, build_steps
-from ragopt.resources import Resources
-from ragopt.types import Document
-from ragopt.stages.embedding import Embedder, EmbedQuery
+from ragopt.plan.model import PlanConfig
+from ragopt.plan.registry import stage_specs
+from ragopt.plan.spec import SLOTS, BuildContext
+from ragopt.stages.embedding import EmbedQuery
 from ragopt.stages.fusion import Fuse
 from ragopt.stages.keyword import KeywordSearch
 from ragopt.stages.vector import VectorSearch
+from ragopt.types import Document
 
 
 def retrieval_stages(
@@ -25,7 +28,7 @@ def retrieval_stages(
     encodes every query afresh, for latency measurements that must not depend on earlier runs."""
     k = k or config.top_k
     if config.retriever == "langchain":
-        from ragopt.interop.langchain_stage import LangChainRetrieve, LangChainRetrieverConfig
+        from ragopt.stages.langchain_retriever import LangChainRetrieve, LangChainRetrieverConfig
 
         return [LangChainRetrieve(LangChainRetrieverConfig(target=config.langchain, k=k))]
     if config.retriever != "bm25":
@@ -62,24 +65,29 @@ def open_plan(plan: PlanConfig, documents: Sequence[Document], workspace: Path, 
     return pipeline_for(plan, report.index, embedder, workspace, resources=resources, cache_queries=cache_queries), report
 
 
-def build_retrieval_stages(
-    dataset: str | Path,
-    workspace: Path,
-    config: RetrievalConfig | None = None,
-    chunker: ChunkerConfig | None = None,
-    embedder_config: EmbedderConfig | None = None,
-    store: StoreConfig | None = None,
-    split: str = "test",
-    resources: Resources | None = None,
-) -> list[Stage]:
-    """Load an evaluation set's corpus, build (or reuse) its index, and return its retrieval stages; the
-    model and index are held by `resources` (a private one when None)."""
-    from ragopt.data import load_evalset
+def build_steps(plan: PlanConfig, ctx: BuildContext, retrieval: list[Any]) -> list[Any]:
+    """The pipeline's steps for `plan`: the retrieval stages given, and every configured optional stage in
+    slot order (kinds a plan does not mention, or whose config switches them off, are left out). When a stage
+    wanted more candidates than top_k (see `PlanConfig.candidate_depth`), the list is cut back to top_k after
+    the rerank slot."""
+    specs = stage_specs()
+    unknown = sorted(set(plan.stages) - set(specs))
+    if unknown:
+        raise InputError(f"unknown stage kind {unknown[0]!r}", field="stages")
+    ctx.retrieval = list(retrieval)
+    by_slot: dict[str, list[Any]] = {slot: [] for slot in SLOTS}
+    for kind in sorted(plan.stages, key=lambda k: (SLOTS.index(specs[k].slot), list(specs).index(k))):
+        spec = specs[kind]
+        built = spec.build(plan.stage_config(kind), ctx)
+        if built is None:
+            continue
+        if spec.replaces_retrieval:
+            ctx.retrieval = list(built) if isinstance(built, list) else [built]
+        else:
+            by_slot[spec.slot] += built if isinstance(built, list) else [built]
+    by_slot["retrieval"] = ctx.retrieval
+    if plan.candidate_depth() > plan.retrieval.top_k:
+        from ragopt.stages.keep_top import KeepTop
 
-    evalset = load_evalset(dataset, split=split)
-    embedder = make_embedder(workspace, embedder_config, resources)
-    config = config or RetrievalConfig()
-    report = build_index(
-        evalset.documents, chunker or ChunkerConfig(), embedder, workspace, store_config=store, dense=config.retriever != "bm25"
-    )
-    return retrieval_stages(report.index, embedder, config)
+        by_slot["rerank"].append(KeepTop(plan.retrieval.top_k))
+    return [step for slot in SLOTS for step in by_slot[slot]]

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from ragopt.config import BM25Config
-from ragopt.stages.keyword import BM25Index, KeywordTokenizer
+from ragopt.backends.bm25 import BM25Index, KeywordTokenizer
 
 TOPICS = {
     "astro": "star galaxy telescope orbit planet comet nebula gravity light spectrum",

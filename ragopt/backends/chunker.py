@@ -34,7 +34,7 @@ class Chunker:
         if self.config.tokenizer == "whitespace":
             return None
         if self.config.tokenizer == "embedder":
-            from ragopt.stages.embedding import resolve_model_path
+            from ragopt.backends.embeddings import resolve_model_path
 
             path = Path(resolve_model_path(self.embedder.model)) / "tokenizer.json"
         else:

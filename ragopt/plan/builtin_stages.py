@@ -1,7 +1,7 @@
-"""ragopt's own optional stages, registered with the plan (see ragopt.plan): each one module and one spec.
+"""ragopt's own optional stages: each one module and one spec (ragopt.plan.spec), in BUILTIN_SPECS.
 
-This module is imported the first time a plan looks up a stage kind, never by `ragopt --help`; builders
-import the heavier stage modules (models, indexes) only when a plan uses them.
+This module is imported the first time a plan looks up a stage kind (ragopt.plan.registry), never by
+`ragopt --help`; builders import the heavier stage modules (models, indexes) only when a plan uses them.
 """
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
-from ragopt.config import StrictModel, knob
-from ragopt.plan import BuildContext, StageSpec, register_stage
+from ragopt.config import StrictModel, knob, trained_split
+from ragopt.plan.spec import BuildContext, StageSpec
 from ragopt.stages.attribute import AttributeConfig
 from ragopt.stages.compress import CompressConfig
 from ragopt.stages.history import HistoryConfig
@@ -98,7 +98,6 @@ def _build_rerank(config: Any, ctx: BuildContext) -> Any:
 
 def _check_rerank(config: Any, plan: Any) -> None:
     from ragopt.stages.rerank import check_model_reference
-    from ragopt.train.resolve import trained_split
 
     if config.model is not None and trained_split(config.model) is None:  # "trained:SPLIT": trained by the sweep
         check_model_reference(config.model, "model")
@@ -169,13 +168,15 @@ def _check_generate(config: GenerateConfig, plan: Any) -> None:
     resolve_model(config.llama_config().model, field="llama.model")  # check_plans prefixes "stages.generate"
 
 
-register_stage(StageSpec("rewrite", RewriteConfig, _build_rewrite, slot="rewrite", replaces_retrieval=True,
-                         check=_check_rewrite))
-register_stage(StageSpec("history", HistoryConfig, _build_history, slot="history", check=_check_history))
-register_stage(StageSpec("rerank", RerankConfig, _build_rerank, slot="rerank", check=_check_rerank,
-                         wants=lambda config: config.depth))
-register_stage(StageSpec("rerank_maxsim", MaxSimConfig, _build_maxsim, slot="rerank", wants=lambda config: config.depth))
-register_stage(StageSpec("compress", CompressConfig, _build_compress, slot="compress", check=_check_compress))
-register_stage(StageSpec("prompt", PromptStageConfig, _build_prompt, slot="prompt"))
-register_stage(StageSpec("generate", GenerateConfig, _build_generate, slot="generate", check=_check_generate))
-register_stage(StageSpec("cite", CiteConfig, _build_cite, slot="cite"))
+BUILTIN_SPECS = (
+    StageSpec("rewrite", RewriteConfig, _build_rewrite, slot="rewrite", replaces_retrieval=True,
+              check=_check_rewrite),
+    StageSpec("history", HistoryConfig, _build_history, slot="history", check=_check_history),
+    StageSpec("rerank", RerankConfig, _build_rerank, slot="rerank", check=_check_rerank,
+              wants=lambda config: config.depth),
+    StageSpec("rerank_maxsim", MaxSimConfig, _build_maxsim, slot="rerank", wants=lambda config: config.depth),
+    StageSpec("compress", CompressConfig, _build_compress, slot="compress", check=_check_compress),
+    StageSpec("prompt", PromptStageConfig, _build_prompt, slot="prompt"),
+    StageSpec("generate", GenerateConfig, _build_generate, slot="generate", check=_check_generate),
+    StageSpec("cite", CiteConfig, _build_cite, slot="cite"),
+)

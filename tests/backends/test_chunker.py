@@ -9,8 +9,8 @@ import pytest
 
 from ragopt.config import DEFAULT_EMBEDDER, ChunkerConfig, EmbedderConfig
 from ragopt.errors import InputError
-from ragopt.stages.chunking import Chunker
-from ragopt.stages.embedding import resolve_model_path
+from ragopt.backends.chunker import Chunker
+from ragopt.backends.embeddings import resolve_model_path
 from ragopt.text import sentence_spans
 from ragopt.types import Document
 

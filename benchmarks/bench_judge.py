@@ -1,0 +1,151 @@
+"""How well ragopt's judges agree with people: LFQA-Verification answer sentences (../shared/data/lfqa_verification).
+
+    python benchmarks/bench_judge.py [--judges support,llama,http] [--model GGUF] [--limit N] [--threads 1] [--json]
+
+Each answer sentence there is labelled by three annotators as supported, partially supported or not
+supported by its passages (the majority label is used; sentences without a majority are left out). Every
+judge judges every sentence of the same answers (`--limit N`: the first N in a fixed order that takes the
+four answer sets in turn, so a subset is balanced across them). Judges: `support` (word overlap, the
+baseline), `llama` (a GGUF in process, SmolLM2-135M by default, grammar-constrained yes/no) and `http` (the
+same GGUF through llama.cpp's llama-server, started here with the same thread count, JSON-schema output),
+one after the other, never two at once.
+
+Reported per judge: balanced accuracy (mean of the recall on supported and on unsupported sentences) with
+partially supported sentences counted as unsupported, and with them left out; at answer level (an answer is
+unfaithful when any sentence's majority label is not_supported; the judge says so when it finds any sentence
+unsupported); the share of unreadable verdicts; seconds and tokens (prompt + output) per verdict; each LLM
+judge's seconds per verdict as a ratio to the support baseline's, measured in this run. Beside them, the
+published balanced accuracies from SOURCE.md (LLM-AggreFact's LFQA part, possibly a processed subset).
+Verdicts are not cached here: every figure is measured.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from ragopt.judge.judges import JudgeConfig, make_judge  # noqa: E402
+from ragopt.judge.judging import JudgeItem, judge_items  # noqa: E402
+from ragopt.resources import Resources  # noqa: E402
+
+DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "lfqa_verification" / "items.jsonl"
+PUBLISHED = {"MiniCheck-Flan-T5-L": 0.852, "AlignScore": 0.845, "GPT-4o": 0.836, "GPT-3.5-Turbo": 0.738, "SummaC-CV": 0.621}
+
+
+def load(path: Path, limit: int | None) -> list[dict[str, Any]]:
+    rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    seen: dict[str, int] = {}
+    ranked = []
+    for row in rows:  # round robin over the answer sets, in file order within each
+        n = seen.get(row["answer_source"], 0)
+        seen[row["answer_source"]] = n + 1
+        ranked.append(((n, row["answer_source"], row["id"]), row))
+    ranked.sort(key=lambda x: x[0])
+    return [row for _, row in ranked][:limit]
+
+
+def items_of(rows: list[dict[str, Any]]) -> list[JudgeItem]:
+    """Each answer with its labelled sentences as the claims to judge (as the annotators saw them)."""
+    return [JudgeItem(id=r["id"], question=r["question"],
+                      passages=tuple(" ".join(x for x in (p.get("title"), p["text"]) if x) for p in r["passages"]),
+                      answer=" ".join(s["text"].strip() for s in r["sentences"]),
+                      sentences=tuple(s["text"].strip() for s in r["sentences"])) for r in rows]
+
+
+def balanced_accuracy(pairs: list[tuple[bool, bool]]) -> float | None:
+    """Mean recall of both classes over (gold supported, judged supported) pairs; None when a class is missing."""
+    pos = [j for g, j in pairs if g]
+    neg = [not j for g, j in pairs if not g]
+    if not pos or not neg:
+        return None
+    return (sum(pos) / len(pos) + sum(neg) / len(neg)) / 2
+
+
+def score(rows: list[dict[str, Any]], judged: list[Any]) -> dict[str, Any]:
+    strict, lenient, answers = [], [], []
+    unreadable = total = 0
+    for row, j in zip(rows, judged):
+        labels = [s["majority"] for s in row["sentences"]]
+        verdicts = [s.supported for s in j.sentences]
+        total += len(verdicts)
+        unreadable += sum(v is None for v in verdicts)
+        for label, v in zip(labels, verdicts):
+            if v is None or label == "no_majority":
+                continue
+            strict.append((label == "supported", v))
+            if label != "partially":
+                lenient.append((label == "supported", v))
+        if all(v is not None for v in verdicts):
+            answers.append(("not_supported" not in labels, all(verdicts)))
+    return {
+        "sentence_balanced_accuracy": balanced_accuracy(strict),
+        "sentence_balanced_accuracy_without_partially": balanced_accuracy(lenient),
+        "answer_balanced_accuracy": balanced_accuracy(answers),
+        "sentences_scored": len(strict), "answers_scored": len(answers),
+        "unreadable_share": unreadable / total if total else None, "verdicts": total,
+    }
+
+
+def run_judge(kind: str, args: argparse.Namespace, rows: list[dict[str, Any]]) -> dict[str, Any]:
+    items = items_of(rows)
+    server = None
+    with Resources() as resources:
+        config = JudgeConfig(kind=kind, model=args.model, n_threads=args.threads)
+        if kind == "http":
+            from ragopt.gguf_meta import resolve_model
+            from ragopt.serve.llama_server import LlamaServer
+
+            server = LlamaServer(resolve_model(args.model), threads=args.threads, ctx_per_slot=2048).start()
+            config = JudgeConfig(kind="http", url=server.base_url)
+        try:
+            judge = make_judge(config, resources)
+            judged, totals = judge_items(items, judge, None, metrics=("faithfulness",), progress=not args.json, desc=kind)
+        finally:
+            if server is not None:
+                server.stop()
+    out = score(rows, judged)
+    calls = max(totals.calls, 1)
+    out.update({"judge": judge.name, "seconds": totals.seconds, "seconds_per_verdict": totals.seconds / calls,
+                "tokens_per_verdict": totals.tokens / calls, "judge_failures": totals.failures,
+                "structured_output": getattr(judge, "structured", None)})
+    return out
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--data", default=str(DATA))
+    p.add_argument("--judges", default="support,llama,http")
+    p.add_argument("--model", default=None, help="GGUF for the llama and http judges (default: SmolLM2-135M)")
+    p.add_argument("--limit", type=int, default=None, help="judge only the first N answers (balanced over the answer sets)")
+    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--json", action="store_true")
+    args = p.parse_args()
+    rows = load(Path(args.data), args.limit)
+    results = {kind: run_judge(kind, args, rows) for kind in args.judges.split(",")}
+    base = results.get("support", {}).get("seconds_per_verdict")
+    for r in results.values():
+        r["seconds_ratio_to_support"] = r["seconds_per_verdict"] / base if base else None
+    report = {"data": args.data, "answers": len(rows), "sentences": sum(len(r["sentences"]) for r in rows),
+              "answer_ids": [r["id"] for r in rows] if args.limit else "all", "judges": results,
+              "published_balanced_accuracy": PUBLISHED}
+    if args.json:
+        print(json.dumps(report))
+        return 0
+    print(f"{report['answers']} answers, {report['sentences']} sentences ({args.data})")
+    fmt = lambda v, spec=".3f": "-" if v is None else format(v, spec)  # noqa: E731
+    print(f"{'judge':<44}{'BA sent':>9}{'BA -part':>9}{'BA ans':>8}{'unread':>8}{'s/verdict':>11}{'tok/verdict':>12}{'x support':>10}")
+    for r in results.values():
+        print(f"{r['judge']:<44}{fmt(r['sentence_balanced_accuracy']):>9}{fmt(r['sentence_balanced_accuracy_without_partially']):>9}"
+              f"{fmt(r['answer_balanced_accuracy']):>8}{fmt(r['unreadable_share']):>8}{fmt(r['seconds_per_verdict'], '.4f'):>11}"
+              f"{fmt(r['tokens_per_verdict'], '.0f'):>12}{fmt(r['seconds_ratio_to_support'], '.0f'):>10}")
+    print("published (LLM-AggreFact LFQA, balanced accuracy): " + ", ".join(f"{k} {v:.3f}" for k, v in PUBLISHED.items()))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
