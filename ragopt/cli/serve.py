@@ -35,7 +35,10 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p.add_argument("--parallel", type=int, default=4, help="llama-server slots (concurrent sequences)")
     p.add_argument("--threads", type=int, default=1, help="llama.cpp threads (keep <= free cores)")
     p.add_argument("--n-ctx", type=int, default=2048, help="context per request")
-    p.add_argument("--max-tokens", type=int, default=256)
+    p.add_argument("--max-tokens", type=int, default=128, help="output budget (default 128: RAG answers from 5 passages are short)")
+    p.add_argument("--speculative", default="off", metavar="off|prompt_lookup",
+                   help="prompt_lookup: drafts copied from the prompt, verified against the model's greedy choice "
+                        "(in process; llama-server has no prompt lookup in this build)")
     p.add_argument("--redis", default=None, metavar="URL", help="caches, rate limits and quotas in Redis (shared by several serve processes)")
     p.add_argument("--no-cache", action="store_true", help="no answer or retrieval cache")
     p.add_argument("--cache-ttl", type=float, default=3600.0, help="seconds an answer or retrieval stays cached")
@@ -81,6 +84,8 @@ def options(args: argparse.Namespace):  # type: ignore[no-untyped-def]
                         ("--max-tokens", args.max_tokens)):
         if value < 1 or (flag == "--port" and value > 65535):
             raise InputError(f"out of range, got {value}", field=flag)
+    if args.speculative not in ("off", "prompt_lookup"):
+        raise InputError(f"must be off or prompt_lookup, got {args.speculative!r}", field="--speculative")
     budget = None
     if args.kv_budget is not None:
         try:
@@ -100,7 +105,8 @@ def options(args: argparse.Namespace):  # type: ignore[no-untyped-def]
     )
     opts = ServeOptions(
         settings=settings, engine=args.engine, model=args.model, small_model=args.small_model, backend_url=args.backend_url,
-        parallel=args.parallel, threads=args.threads, n_ctx=args.n_ctx, max_tokens=args.max_tokens, dataset=args.dataset,
+        parallel=args.parallel, threads=args.threads, n_ctx=args.n_ctx, max_tokens=args.max_tokens,
+        speculative=args.speculative, dataset=args.dataset,
         docs=_common.docs_options(args), split=args.split, retrieval=retrieval, chunker=_common.chunker_config(args), embedder=_common.embedder_config(args),
         store=_common.store_config(args), redis_url=args.redis, cache=not args.no_cache,
     )
