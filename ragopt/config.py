@@ -105,6 +105,12 @@ class StoreConfig(StrictModel):
     api_key: str | None = None
 
 
+def needs_vectors(retriever: str) -> bool:
+    """Whether this retriever searches the index's vectors (so the corpus must be embedded): dense and hybrid
+    do; bm25 and a user's LangChain retriever do not. The one place this is decided."""
+    return retriever in ("dense", "hybrid")
+
+
 class RetrievalConfig(StrictModel):
     retriever: Literal["dense", "bm25", "hybrid", "langchain"] = "hybrid"
     top_k: int = Field(10, gt=0)

@@ -12,7 +12,7 @@ import sys
 
 from ragopt.errors import InputError
 
-SUBCOMMANDS = ["index", "search", "eval", "sweep", "judge", "stages", "ask", "capacity", "serve", "loadtest", "train_embedder",
+SUBCOMMANDS = ["index", "search", "eval", "sweep", "judge", "stages", "export", "ask", "capacity", "serve", "loadtest", "train_embedder",
                "train_reranker"]
 
 

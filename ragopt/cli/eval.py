@@ -24,6 +24,7 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
+    from ragopt.config import needs_vectors
     from ragopt.data import load_evalset
     from ragopt.eval.metrics import mean
     from ragopt.eval.runner import best_per_doc, chunk_depth, run_queries, write_trec
@@ -34,7 +35,7 @@ def run(args: argparse.Namespace) -> int:
     _common.output_file(args.save_run, "--save-run")
     _common.output_file(args.traces, "--traces")
     evalset = load_evalset(args.dataset, split=args.split)
-    report, embedder = _common.build(args, evalset.documents, progress=not args.json, dense=args.retriever in ("dense", "hybrid"))
+    report, embedder = _common.build(args, evalset.documents, progress=not args.json, dense=needs_vectors(args.retriever))
     depth = chunk_depth(report.index, DOCS_PER_QUERY)
     runs = run_queries(evalset, report.index, embedder, config, depth, progress=sys.stderr.isatty(), workspace=_common.workspace(args))
     per_query = rank_scores(runs, evalset, METRICS)

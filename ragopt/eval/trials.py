@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 
+from ragopt.config import needs_vectors
 from ragopt.data import EvalSet
 from ragopt.eval import metrics as M
 from ragopt.eval.executor import QueryOutcome, measuring_context, run_trial
@@ -16,6 +17,7 @@ from ragopt.eval.results import Costs, Trial, TrialParams
 from ragopt.eval.scoring import answer_scores, citation_scores, rank_scores
 from ragopt.eval.space import SweepConfig
 from ragopt.plan import PlanConfig
+from ragopt.plan.saved import plan_models
 from ragopt.trace import percentiles
 
 
@@ -65,7 +67,7 @@ class TrialRunner:
         if key not in self._indexes:
             report = build_index(
                 self.evalset.documents, plan.chunker, embedder, self.workspace, store_config=self.config.store,
-                progress=self.progress, resources=self.resources, dense=bool({"dense", "hybrid"} & set(self.config.retrievers)),
+                progress=self.progress, resources=self.resources, dense=any(map(needs_vectors, self.config.retrievers)),
             )
             m = report.index.manifest
             _log(f"index {m.id} ({m.chunker.label}): {m.n_chunks} chunks, "
@@ -136,4 +138,6 @@ def score_trial(
         per_query={n: v for n, v in per_query.items() if n in keep or (judged and n in judged.per_query)},
         intervals={n: iv for n, iv in judged.intervals.items() if n in names} if judged else {},
         unsupported=judged.unsupported if judged else {},
+        plan=plan.model_dump(mode="json"),
+        models={role: ref.model_dump() for role, ref in plan_models(plan, m.embedder_fingerprint).items()},
     )

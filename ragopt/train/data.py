@@ -15,7 +15,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from ragopt.config import ChunkerConfig, RetrievalConfig, StrictModel, fingerprint
+from ragopt.config import ChunkerConfig, RetrievalConfig, StrictModel, fingerprint, needs_vectors
 from ragopt.data import EvalSet, load_evalset
 from ragopt.errors import InputError
 
@@ -62,7 +62,7 @@ def mine_examples(evalset: EvalSet, workspace: Path, config: MiningConfig, *, pr
     from ragopt.plan import retrieval_stages
 
     embedder = make_embedder(workspace)  # the base model: mining must not depend on the model being trained
-    dense = config.miner != "bm25"
+    dense = needs_vectors(config.miner)
     report = build_index(evalset.documents, ChunkerConfig(mode="whole"), embedder, workspace, progress=progress, dense=dense)
     index = report.index
     text_of = {c.doc_id: c.indexed_text for c in index.chunks}
