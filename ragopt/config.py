@@ -88,8 +88,11 @@ class BM25Config(StrictModel):
     backend: Literal["bm25s", "rank_bm25"] = "bm25s"
     k1: float = Field(1.2, gt=0)
     b: float = Field(0.75, ge=0, le=1)
-    stopwords: Literal["en", "none"] = "en"
-    stemmer: Literal["english", "none"] = "english"
+    analyzer: Literal["auto", "english", "chinese", "whitespace"] = Field(
+        "auto", description='how text becomes terms (ragopt.text.analyzers); "auto": chinese when the corpus holds '
+        "Han characters (2% of its letters or more), else english")
+    stopwords: Literal["en", "none"] = Field("en", description='"en": English stopwords (the chinese analyzer drops Chinese ones too)')
+    stemmer: Literal["english", "none"] = Field("english", description="Snowball stemming of words outside Han text")
 
 
 class FusionConfig(StrictModel):

