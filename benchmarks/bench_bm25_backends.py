@@ -31,7 +31,7 @@ from ragopt.config import BM25Config  # noqa: E402
 from ragopt.data.beir import load_beir  # noqa: E402
 from ragopt.errors import InputError  # noqa: E402
 from ragopt.eval.metrics import evaluate_run, mean  # noqa: E402
-from ragopt.stages.keyword import BM25Index  # noqa: E402
+from ragopt.backends.bm25 import BM25Index  # noqa: E402
 from ragopt.trace import percentiles  # noqa: E402
 from ragopt.types import Chunk  # noqa: E402
 

@@ -86,7 +86,7 @@ def main() -> None:
     from ragopt.errors import InputError
     from ragopt.index import build_index, make_embedder
     from ragopt.pipeline import Pipeline, RequestState
-    from ragopt.retrieval import retrieval_stages
+    from ragopt.plan import retrieval_stages
     from ragopt.stages.compress import CompressConfig, CompressPassages
     from ragopt.tokencount import token_counter
 

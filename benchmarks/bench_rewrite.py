@@ -30,7 +30,7 @@ from ragopt.eval.metrics import doc_ranking, mean, recall_at_k  # noqa: E402
 from ragopt.eval.runner import chunk_depth  # noqa: E402
 from ragopt.index import build_index, make_embedder  # noqa: E402
 from ragopt.pipeline import Pipeline  # noqa: E402
-from ragopt.retrieval import retrieval_stages  # noqa: E402
+from ragopt.plan import retrieval_stages  # noqa: E402
 from ragopt.stages.generate_llama import GeneratorConfig  # noqa: E402
 from ragopt.stages.multi_query import with_rewrite  # noqa: E402
 from ragopt.stages.rewrite import QueryRewrite, RewriteConfig  # noqa: E402

@@ -8,7 +8,7 @@ from pathlib import Path
 from ragopt import Document, Pipeline, Query, Step
 from ragopt.config import ChunkerConfig, RetrievalConfig
 from ragopt.index import build_index, make_embedder
-from ragopt.retrieval import retrieval_stages
+from ragopt.plan import retrieval_stages
 from ragopt.stages.generate_extractive import ExtractiveGenerator
 from ragopt.stages.generate_llama import LlamaGenerator
 

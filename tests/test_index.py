@@ -212,7 +212,7 @@ def test_an_empty_corpus_is_an_input_error(workspace: Path) -> None:
 def test_a_bm25_only_index_embeds_nothing_until_a_dense_search_needs_vectors(tiny_beir: Path, workspace: Path) -> None:
     from ragopt.config import RetrievalConfig
     from ragopt.pipeline import Pipeline
-    from ragopt.retrieval import retrieval_stages
+    from ragopt.plan import retrieval_stages
 
     docs = load_beir(tiny_beir).documents
     embedder = make_embedder(workspace)

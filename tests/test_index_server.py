@@ -14,7 +14,7 @@ from ragopt.config import ChunkerConfig, RetrievalConfig, StoreConfig
 from ragopt.index import build_index, make_embedder
 from ragopt.pipeline import Pipeline
 from ragopt.resources import Resources
-from ragopt.retrieval import retrieval_stages
+from ragopt.plan import retrieval_stages
 from ragopt.types import Document, Query
 
 DOCS = [

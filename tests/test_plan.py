@@ -9,7 +9,7 @@ import pytest
 from ragopt.config import RetrievalConfig, knobs
 from ragopt.errors import InputError
 from ragopt.plan import PlanConfig, stage_specs, validate_stage_values
-from ragopt.retrieval import pipeline_for
+from ragopt.plan import pipeline_for
 from ragopt.types import Query, Turn
 
 HISTORY = [Turn(role="user", content="Which job loads the tide tables?"), Turn(role="assistant", content="tides_ingest [1].")]

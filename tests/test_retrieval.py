@@ -10,7 +10,7 @@ import pytest
 from ragopt.config import ChunkerConfig, FusionConfig, RetrievalConfig
 from ragopt.index import build_index, make_embedder
 from ragopt.pipeline import Pipeline
-from ragopt.retrieval import retrieval_stages
+from ragopt.plan import retrieval_stages
 from ragopt.types import Document
 
 TIE = "Magma rises under the volcano and the crust cracks."

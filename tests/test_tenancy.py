@@ -16,7 +16,7 @@ from ragopt.config import ChunkerConfig, FusionConfig, RetrievalConfig
 from ragopt.errors import TenantRequired
 from ragopt.index import build_index, make_embedder
 from ragopt.pipeline import Pipeline
-from ragopt.retrieval import retrieval_stages
+from ragopt.plan import retrieval_stages
 from ragopt.types import Document, Query, visible_to
 
 TEXTS = {

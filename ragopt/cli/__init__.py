@@ -12,8 +12,8 @@ import sys
 
 from ragopt.errors import InputError
 
-SUBCOMMANDS = ["index", "search", "eval", "sweep", "judge", "stages", "ask", "capacity", "serve", "loadtest", "train_embedder",
-               "train_reranker"]
+SUBCOMMANDS = ["index", "search", "eval", "sweep", "judge", "stages", "export", "ask", "capacity", "serve", "loadtest", "train_embedder",
+               "train_reranker", "synth"]
 
 
 def build_parser() -> argparse.ArgumentParser:

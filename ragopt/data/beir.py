@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Iterator
 
-from ragopt.data import EvalQuery, EvalSet, Evidence
+from ragopt.data.evalset import EvalQuery, EvalSet, Evidence
 from ragopt.data.jsonl import read_lines
 from ragopt.errors import InputError
 from ragopt.types import Document, Query

@@ -13,7 +13,7 @@ from typing import Annotated, Any, Iterator, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from ragopt.data import EvalQuery, EvalSet, Evidence
+from ragopt.data.evalset import EvalQuery, EvalSet, Evidence
 from ragopt.errors import InputError
 from ragopt.types import EVERYONE, Document, Query, Turn, visible_to
 

@@ -9,13 +9,15 @@ and the report lists what was left out and why.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Callable, Literal
 
 from pydantic import Field
 
 from ragopt.config import StrictModel
+from ragopt.documents.loaded import BadFile, LoadReport, Problem
 from ragopt.types import Document
+
+__all__ = ["BadFile", "DocsOptions", "LoadReport", "Problem", "corpus_documents", "load_documents"]
 
 LANGCHAIN_PREFIX = "langchain:"
 
@@ -24,44 +26,6 @@ class DocsOptions(StrictModel):
     path: str = Field(description='a folder (recursive), a glob, a file, or "langchain:MODULE:ATTR"')
     on_error: Literal["fail", "skip"] = "fail"
     tenant_map: str | None = Field(None, description="a TOML file mapping path globs to tenant and scopes")
-
-
-@dataclass(frozen=True)
-class Problem:
-    """Why a file (or one page of it) was not loaded."""
-
-    path: str
-    reason: str
-    page: int | None = None
-
-    def __str__(self) -> str:
-        return f"{self.path}: " + (f"page {self.page}: " if self.page is not None else "") + self.reason
-
-
-class BadFile(Exception):
-    """Raised by a loader for its file (or one page, where it can go on without it)."""
-
-    def __init__(self, reason: str, page: int | None = None):
-        super().__init__(reason)
-        self.reason, self.page = reason, page
-
-
-@dataclass
-class LoadReport:
-    documents: list[Document]
-    files: int = 0  # files read (or LangChain documents taken)
-    skipped: list[Problem] = field(default_factory=list)
-    ignored: dict[str, int] = field(default_factory=dict)  # extension -> files of no supported kind in a folder
-
-    def summary(self) -> str:
-        """One line: what was read, what was left out."""
-        line = f"documents: {self.files} files -> {len(self.documents)} documents"
-        if self.ignored:
-            kinds = ", ".join(f"{n} {ext or '(no extension)'}" for ext, n in sorted(self.ignored.items()))
-            line += f"; ignored files of other kinds: {kinds}"
-        if self.skipped:
-            line += f"; skipped {len(self.skipped)} (--on-error skip)"
-        return line
 
 
 def load_documents(options: DocsOptions, *, progress: bool = False) -> LoadReport:
@@ -76,7 +40,7 @@ def load_documents(options: DocsOptions, *, progress: bool = False) -> LoadRepor
         report = load_langchain_target(options.path.removeprefix(LANGCHAIN_PREFIX))
     else:
         report = load_path(options.path, options.on_error, progress=progress)
-    report.documents = apply_access(report.documents, access)
+    report.documents = apply_access(report.documents, access, report.owned)
     return report
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ragopt.documents import BadFile, Problem
+from ragopt.documents.loaded import BadFile, Problem
 from ragopt.types import Document
 
 

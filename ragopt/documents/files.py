@@ -12,7 +12,7 @@ import logging
 from pathlib import Path
 from typing import Callable, Literal
 
-from ragopt.documents import BadFile, LoadReport, Problem
+from ragopt.documents.loaded import BadFile, LoadReport, Problem
 from ragopt.errors import InputError
 from ragopt.types import Document
 
@@ -84,6 +84,8 @@ def load_path(spec: str, on_error: Literal["fail", "skip"], *, progress: bool = 
             raise InputError(f"{where}{first.reason}{more}; --on-error skip leaves such files out", path=path)
         report.skipped.extend(problems)
         report.documents.extend(docs)
+        if is_corpus:
+            report.owned.update(d.id for d in docs)
     _check_unique(report.documents)
     if not report.documents:
         raise InputError("no documents to index" + (f" ({len(report.skipped)} skipped)" if report.skipped else ""),
@@ -99,16 +101,3 @@ def _check_unique(docs: list[Document]) -> None:
             raise InputError(f"document id {d.id!r} is given twice (also by {first})",
                              path=str(d.metadata.get("source", d.id)), field="--docs")
         seen[d.id] = d
-
-
-def read_text(path: Path) -> str:
-    """A text file's content: UTF-8 (a BOM tolerated); anything else is a BadFile naming the first bad byte;
-    an empty (or blank) file is a BadFile too."""
-    raw = path.read_bytes()
-    try:
-        text = raw.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        raise BadFile(f"not UTF-8 text (byte {exc.start} is 0x{raw[exc.start]:02x}); convert it to UTF-8") from None
-    if not text.strip():
-        raise BadFile("empty file (no text)")
-    return text

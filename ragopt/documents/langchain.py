@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Iterable
 
-from ragopt.documents import LoadReport
+from ragopt.documents.loaded import LoadReport
 from ragopt.errors import InputError
 from ragopt.types import Document
 
@@ -37,12 +37,9 @@ def from_langchain(documents: Iterable[Any]) -> list[Document]:
 def load_langchain_target(target: str) -> LoadReport:
     """`MODULE:ATTR` names a loader (anything with `load()`), a list of Documents, or a no-argument callable
     returning either."""
-    from ragopt.interop.langchain_stage import resolve_target
+    from ragopt.config import resolve_target
 
-    try:
-        obj = resolve_target(target)
-    except InputError as exc:
-        raise InputError(exc.message, field="--docs") from None
+    obj = resolve_target(target, field="--docs")
     if callable(obj) and not hasattr(obj, "load"):
         obj = obj()
     docs = obj.load() if hasattr(obj, "load") else obj

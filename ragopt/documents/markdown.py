@@ -9,8 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ragopt.documents import Problem
-from ragopt.documents.files import read_text
+from ragopt.documents.loaded import Problem, read_text
 from ragopt.documents.sections import HeadingPath, Section, section_documents
 from ragopt.types import Document
 

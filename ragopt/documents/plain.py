@@ -1,11 +1,10 @@
-"""Plain text files: one document each, UTF-8 (see files.read_text)."""
+"""Plain text files: one document each, UTF-8 (see loaded.read_text)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from ragopt.documents import Problem
-from ragopt.documents.files import read_text
+from ragopt.documents.loaded import Problem, read_text
 from ragopt.types import Document
 
 

@@ -24,6 +24,7 @@ from ragopt.cache import Cache, CacheKey
 from ragopt.config import fingerprint
 from ragopt.memo import stage_identity
 from ragopt.pipeline import Pipeline, Step
+from ragopt.stages.prompt import prompt_fingerprint
 from ragopt.types import Answer, Query
 
 NAMESPACE = "trial-outcomes"
@@ -35,6 +36,7 @@ class QueryOutcome:
     ranking: list[tuple[str, str, int, int, float]]  # (chunk id, doc id, start, end, score) of the hits, best first
     stage_ms: dict[str, float]  # span name -> ms
     prompt_tokens: int | None = None  # the fitted prompt as the generator receives it
+    prompt_fingerprint: str | None = None  # sha256 of that prompt's text (serve's trace carries the same)
     answer: dict[str, Any] | None = None  # Answer as JSON
     degraded: list[str] = field(default_factory=list)
     from_earlier_run: bool = False  # some span was measured by an earlier process
@@ -124,6 +126,7 @@ def _outcome(query: Query, result: Any) -> QueryOutcome:
         ranking=[(h.chunk.id, h.chunk.doc_id, h.chunk.start, h.chunk.end, h.score) for h in result.state.hits],
         stage_ms=stage_ms,
         prompt_tokens=prompt_tokens,
+        prompt_fingerprint=prompt_fingerprint(result.state.prompt),
         answer=None if answer is None else answer.model_dump(mode="json"),
         degraded=list(result.trace.degraded),
         from_earlier_run=from_disk,

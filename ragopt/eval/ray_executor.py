@@ -86,7 +86,7 @@ def run_trials(evalset: EvalSet, config: SweepConfig, workspace: str, names: lis
     """A Ray task's body: `todo`'s trials, in order, with the local executor's runner and scoring."""
     from ragopt.eval.executor import code_fingerprint
     from ragopt.eval.runner import best_per_doc
-    from ragopt.eval.sweep import TrialRunner, score_trial
+    from ragopt.eval.trials import TrialRunner, score_trial
     from ragopt.resources import Resources
 
     if code_fingerprint() != code:

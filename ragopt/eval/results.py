@@ -45,6 +45,7 @@ class DatasetInfo(_Model):
     fingerprint: str
     n_documents: int
     n_queries: int
+    generated: str | None = Field(None, description="for a generated set (ragopt synth): how its questions were made")
 
 
 class Versions(_Model):
@@ -129,6 +130,9 @@ class Trial(_Model):
         default_factory=dict, description="judged metrics: 95% bootstrap interval of the mean over queries")
     unsupported: dict[str, list[str]] = Field(
         default_factory=dict, description="query id -> the answer sentences the judge found unsupported by their passages")
+    plan: dict[str, Any] | None = Field(None, description="the PlanConfig the trial ran, trained models as their folders: "
+                                                          "`ragopt serve --from` rebuilds it")
+    models: dict[str, ModelInfo] = Field(default_factory=dict, description="embedder, rerank, generator: by file fingerprint")
 
     @field_validator("metrics", mode="before")
     @classmethod

@@ -11,8 +11,8 @@ from ragopt.data import EvalSet
 from ragopt.index import Index
 from ragopt.eval.executor import QueryOutcome, run_trial
 from ragopt.plan import PlanConfig
-from ragopt.retrieval import pipeline_for
-from ragopt.stages.embedding import Embedder
+from ragopt.plan import pipeline_for
+from ragopt.backends.embeddings import Embedder
 
 
 def best_per_doc(chunk_scores: Iterable[tuple[str, float]], limit: int | None = None) -> list[tuple[str, float]]:

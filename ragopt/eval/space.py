@@ -50,6 +50,8 @@ class SweepConfig(StrictModel):
     embedder: EmbedderConfig = EmbedderConfig()
     embedders: list[str] = Field(default_factory=list, description="embedder models to compare (default: embedder.model)")
     bm25: BM25Config = BM25Config()
+    analyzers: list[Literal["auto", "english", "chinese", "whitespace"]] = Field(
+        default_factory=list, description="BM25 analyzers to compare, for the bm25 and hybrid retrievers (default: bm25.analyzer)")
     fusion_depth: int = Field(100, gt=0)
     store: StoreConfig = StoreConfig()
     baseline: BaselineConfig | None = None
@@ -149,8 +151,13 @@ class SweepConfig(StrictModel):
                 for a in (self.alphas if f == "convex" else [0.5])
             ]
             target = self.langchain if retriever == "langchain" else None
-            variants += [RetrievalConfig(retriever=retriever, top_k=k, fusion=fu, bm25=self.bm25, langchain=target) for fu in fusions]
+            bm25s = self.bm25_configs() if retriever in ("bm25", "hybrid") else [self.bm25]
+            variants += [RetrievalConfig(retriever=retriever, top_k=k, fusion=fu, bm25=bm25, langchain=target)
+                         for fu in fusions for bm25 in bm25s]
         return variants
+
+    def bm25_configs(self) -> list[BM25Config]:
+        return [self.bm25.model_copy(update={"analyzer": a}) for a in self.analyzers] or [self.bm25]
 
     def stage_dimensions(self) -> dict[str, list[Any]]:
         """"kind.knob" -> values, for every knob given as a list (a dimension) in [stages]."""
@@ -191,6 +198,8 @@ class SweepConfig(StrictModel):
         if retr == "hybrid":
             retr += f"-{variant.fusion.method}" + (f"{variant.fusion.alpha:g}" if variant.fusion.method == "convex" else "")
         parts = [chunk, retr, f"k{variant.top_k}"]
+        if len(self.bm25_configs()) > 1 and variant.retriever in ("bm25", "hybrid"):
+            parts.insert(2, f"an-{variant.bm25.analyzer}")
         if len(self.embedder_configs()) > 1:
             parts.insert(0, "emb-" + embedder_label(embedder.model))
         parts += [f"{dim.replace('.', '-')}{_short(choice[dim])}" for dim in varying]

@@ -83,7 +83,7 @@ def to_query(value: PipelineInput) -> Query:
 class RagoptRetriever(BaseRetriever):
     """A ragopt retrieval pipeline as a LangChain retriever; every call runs as `tenant` with `scopes`.
 
-    `pipeline` is a ragopt `Pipeline` or a list of stages (e.g. `ragopt.retrieval.retrieval_stages(...)`).
+    `pipeline` is a ragopt `Pipeline` or a list of stages (e.g. `ragopt.plan.retrieval_stages(...)`).
     A pipeline over tenant data refuses a retriever without a tenant (ragopt.errors.TenantRequired).
     """
 

@@ -1,5 +1,9 @@
-"""Assembles a `RagService` from validated options: the dataset's index and retrieval stages, the generation
-backends (in-process llama.cpp, a llama-server child process, or any OpenAI-compatible URL), caches on
+"""Assembles a `RagService` from validated options through the plan door (ragopt.plan): the plan's steps over
+the knowledge base's index, grouped by slot. Rewrite, retrieval, rerank and compression give the hits (cached
+per question); history, the prompt, the generator (behind its breaker and fallbacks) and citation attribution
+answer. The plan is a sweep's trial (`--from results.json`, `--plan plan.toml`, checked against what it was
+measured on) or the retrieval flags. A plan without a generator answers with the engine the flags name
+(in-process llama.cpp, a llama-server child process, any OpenAI-compatible URL, or extractive). Caches on
 diskcache or Redis, and the guards. Everything a flag names is checked before a model is loaded or a
 server started."""
 
@@ -11,9 +15,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from ragopt.config import ChunkerConfig, EmbedderConfig, RetrievalConfig, StoreConfig
+from ragopt.config import ChunkerConfig, EmbedderConfig, RetrievalConfig, StoreConfig, needs_vectors
 from ragopt.documents import DocsOptions, corpus_documents
 from ragopt.errors import InputError
+from ragopt.plan.model import PlanConfig
+from ragopt.plan.saved import SavedPlan
 from ragopt.serve.caches import ServeCaches, open_store
 from ragopt.serve.service import Backend, RagService, ServeSettings
 
@@ -28,7 +34,8 @@ class ServeOptions:
     parallel: int = 1
     threads: int = 1
     n_ctx: int = 2048
-    max_tokens: int = 256
+    max_tokens: int = 128
+    speculative: Literal["off", "prompt_lookup"] = "off"
     dataset: str | None = None
     docs: DocsOptions | None = None  # your own documents instead of a dataset's corpus
     split: str = "test"
@@ -38,23 +45,87 @@ class ServeOptions:
     store: StoreConfig = field(default_factory=StoreConfig)
     redis_url: str | None = None
     cache: bool = True
+    saved: SavedPlan | None = None  # a sweep's trial (--from / --plan); None: the plan of the flags above
+
+    def plan(self) -> PlanConfig:
+        if self.saved is not None:
+            return self.saved.plan
+        return PlanConfig(chunker=self.chunker, embedder=self.embedder, retrieval=self.retrieval)
 
 
-def _retrieval(opts: ServeOptions, workspace: Path) -> tuple[list[Any], str, str]:
-    """(stages, kb_version = index fingerprint, retrieval config fingerprint)."""
-    if not (opts.dataset or opts.docs):
-        return [], "no-kb", "no-retrieval"
+# slots whose output (the hits) the retrieval cache keeps; the rest run for every answer
+RETRIEVAL_SLOTS = ("rewrite", "retrieval", "rerank", "compress")
+
+
+@dataclass
+class PlanParts:
+    retrieval: list[Any]  # the steps of RETRIEVAL_SLOTS
+    before: list[Any]  # history: after the cached hits, before the prompt
+    backend: Backend | None  # the plan's own prompt + generator, None when the plan has no generator
+    after: list[Any]  # citation attribution
+    kb_version: str  # the index fingerprint ("no-kb" without documents)
+    retrieval_id: str  # what identifies the retrieval steps (their config), part of the retrieval-cache key
+    kv_bytes: float | None = None
+
+
+def _documents(opts: ServeOptions) -> list[Any] | None:
+    """The knowledge base: --dataset/--docs when given, else the saved plan's own dataset (checked against the
+    corpus it was measured on), else none."""
+    if opts.dataset or opts.docs:
+        if opts.saved is not None:
+            print("note: serving the plan over other documents than it was measured on", file=sys.stderr)
+        return corpus_documents(opts.dataset, opts.split, opts.docs, log=lambda line: print(line, file=sys.stderr))
+    if opts.saved is not None:
+        from ragopt.plan.saved import load_documents
+
+        return load_documents(opts.saved)
+    return None
+
+
+def _plan_parts(opts: ServeOptions, workspace: Path, resources: Any) -> PlanParts:
+    """The plan's steps over the knowledge base's index, grouped for the service (see RETRIEVAL_SLOTS)."""
     from ragopt.index import build_index, make_embedder
-    from ragopt.retrieval import retrieval_stages
+    from ragopt.plan import check_saved, steps_by_slot
 
-    documents = corpus_documents(opts.dataset, opts.split, opts.docs, log=lambda line: print(line, file=sys.stderr))
-    embedder = make_embedder(workspace, opts.embedder)
-    report = build_index(documents, opts.chunker, embedder, workspace, store_config=opts.store,
-                         dense=opts.retrieval.retriever in ("dense", "hybrid"), progress=False)
-    print(f"index {report.index.manifest.id}: {report.index.manifest.n_chunks} chunks; embedded {report.embedded} texts, "
-          f"{report.cache_hits} from cache", file=sys.stderr)
-    stages = retrieval_stages(report.index, embedder, opts.retrieval)
-    return stages, report.index.manifest.id, opts.retrieval.fingerprint()
+    plan = opts.plan()
+    documents = _documents(opts)
+    embedder = make_embedder(workspace, plan.embedder, resources)
+    if opts.saved is not None:  # before any index is built or model loaded
+        check_saved(opts.saved, documents if not (opts.dataset or opts.docs) else None, embedder.fingerprint)
+    index, kb_version = None, "no-kb"
+    if documents is not None:
+        report = build_index(documents, plan.chunker, embedder, workspace, store_config=opts.store, resources=resources,
+                             dense=needs_vectors(plan.retrieval.retriever), progress=False)
+        index, kb_version = report.index, report.index.manifest.id
+        print(f"index {kb_version}: {index.manifest.n_chunks} chunks; embedded {report.embedded} texts, "
+              f"{report.cache_hits} from cache", file=sys.stderr)
+    by_slot = steps_by_slot(plan, index, embedder, workspace, resources=resources, cache_queries=True)
+    backend, kv = _plan_backend(plan, by_slot)
+    retrieval_id = plan.model_copy(update={"stages": {k: v for k, v in plan.stages.items()
+                                                      if k in ("rewrite", "rerank", "rerank_maxsim", "compress")}}).fingerprint()
+    return PlanParts([s for slot in RETRIEVAL_SLOTS for s in by_slot[slot]], by_slot["history"], backend, by_slot["cite"],
+                     kb_version, retrieval_id if index is not None else "no-retrieval", kv)
+
+
+def _plan_backend(plan: PlanConfig, by_slot: dict[str, list[Any]]) -> tuple[Backend | None, float | None]:
+    """The plan's own prompt and generator as the default backend (the generator unwrapped from its Step: serve
+    adds its own breaker and fallbacks), or None when the plan generates nothing."""
+    from ragopt.pipeline import Step
+
+    generate = plan.stage_config("generate") if "generate" in plan.stages else None
+    if generate is None or generate.generator == "none":
+        return None, None
+    stages = [s.stage if isinstance(s, Step) else s for s in [*by_slot["prompt"], *by_slot["generate"]]]
+    if generate.generator == "extractive":
+        return Backend("default", stages, "extractive", "plan:" + plan.stage_config("prompt").fingerprint()
+                       if "prompt" in plan.stages else "extractive"), None
+    from ragopt import capacity
+    from ragopt.gguf_meta import model_fingerprint, model_shape, resolve_model
+
+    config = generate.llama_config()
+    path = resolve_model(config.model)
+    kv = capacity.kv_bytes(model_shape(path), capacity.llama_cpp_n_ctx(config.n_ctx), config.kv_type)
+    return Backend("default", stages, f"llama:{model_fingerprint(path)}:{config.fingerprint()}", config.prompt.prompt_version), kv
 
 
 def _inprocess(name: str, model: str | None, opts: ServeOptions) -> tuple[Backend, float]:
@@ -62,7 +133,8 @@ def _inprocess(name: str, model: str | None, opts: ServeOptions) -> tuple[Backen
     from ragopt.gguf_meta import model_fingerprint, model_shape, resolve_model
     from ragopt.stages.generate_llama import GeneratorConfig, LlamaGenerator
 
-    config = GeneratorConfig(model=model, n_ctx=opts.n_ctx, max_tokens=opts.max_tokens, n_threads=opts.threads)
+    config = GeneratorConfig(model=model, n_ctx=opts.n_ctx, max_tokens=opts.max_tokens, n_threads=opts.threads,
+                             speculative=opts.speculative)
     path = resolve_model(config.model)
     gen = LlamaGenerator(config, name="generate")
     stages = [gen.prompt_stage(), gen]  # the generator reads the prompt its own stage fits to its model
@@ -111,23 +183,25 @@ def check_options(opts: ServeOptions) -> None:
         raise InputError(f"must be below --n-ctx ({opts.n_ctx}), got {opts.max_tokens}", field="--max-tokens")
 
 
-def build_service(opts: ServeOptions, workspace: Path, stack: ExitStack) -> RagService:
-    """The service; child processes and stores it opens are closed by `stack`."""
+def _redis(opts: ServeOptions, stack: ExitStack) -> Any:
+    if not opts.redis_url:
+        return None
+    import redis
+
+    client = redis.Redis.from_url(opts.redis_url, decode_responses=True)
+    try:
+        client.ping()
+    except redis.RedisError as exc:
+        raise InputError(f"cannot reach Redis: {exc}", field="--redis") from None
+    stack.callback(client.close)
+    return client
+
+
+def _flag_backends(opts: ServeOptions, stack: ExitStack) -> tuple[dict[str, Backend], dict[str, Any], float | None]:
+    """The backends the engine flags name (for a plan without a generator): (backends, llama-server children, KV bytes
+    per sequence)."""
     from ragopt.stages.generate_extractive import ExtractiveGenerator
 
-    check_options(opts)
-    settings = opts.settings
-    redis_client = None
-    if opts.redis_url:
-        import redis
-
-        redis_client = redis.Redis.from_url(opts.redis_url, decode_responses=True)
-        try:
-            redis_client.ping()
-        except redis.RedisError as exc:
-            raise InputError(f"cannot reach Redis: {exc}", field="--redis") from None
-        stack.callback(redis_client.close)
-    retrieval, kb_version, retrieval_id = _retrieval(opts, workspace)
     backends: dict[str, Backend] = {}
     servers: dict[str, Any] = {}
     kv_per_seq = None
@@ -142,15 +216,33 @@ def build_service(opts: ServeOptions, workspace: Path, stack: ExitStack) -> RagS
         else:
             break
         kv_per_seq = kv if kv_per_seq is None else kv_per_seq
-    if opts.engine == "llama-server" and settings.slots < opts.parallel:
-        settings = settings.model_copy(update={"slots": opts.parallel})
     if not backends:  # engine "extractive": no LLM at all
         backends["default"] = Backend("default", [ExtractiveGenerator(name="generate")], "extractive", "extractive")
+    return backends, servers, kv_per_seq
+
+
+def build_service(opts: ServeOptions, workspace: Path, stack: ExitStack) -> RagService:
+    """The service; child processes, stores and models it opens are closed by `stack`."""
+    from ragopt.resources import Resources
+    from ragopt.stages.generate_extractive import ExtractiveGenerator
+
+    check_options(opts)
+    settings = opts.settings
+    redis_client = _redis(opts, stack)
+    resources = stack.enter_context(Resources(workspace))
+    parts = _plan_parts(opts, workspace, resources)
+    if parts.backend is not None:
+        print(f"generator: the plan's own ({parts.backend.model_id.split(':')[0]}); engine flags unused", file=sys.stderr)
+        backends, servers, kv_per_seq = {"default": parts.backend}, {}, parts.kv_bytes
+    else:
+        backends, servers, kv_per_seq = _flag_backends(opts, stack)
+    if opts.engine == "llama-server" and settings.slots < opts.parallel:
+        settings = settings.model_copy(update={"slots": opts.parallel})
     caches = ServeCaches(open_store(opts.redis_url, workspace / "serve-cache"), settings.answer_ttl_s,
                          settings.retrieval_ttl_s, enabled=opts.cache)
     stack.callback(caches.close)
-    service = RagService(retrieval, backends, ExtractiveGenerator(), settings, caches, kb_version, retrieval_id,
-                         redis_client=redis_client, kv_bytes_per_sequence=kv_per_seq)
+    service = RagService(parts.retrieval, backends, ExtractiveGenerator(), settings, caches, parts.kb_version, parts.retrieval_id,
+                         redis_client=redis_client, kv_bytes_per_sequence=kv_per_seq, before=parts.before, after=parts.after)
     service.servers = servers  # the llama-server children by backend name (health, fault injection in tests)
     service.warm()
     return service

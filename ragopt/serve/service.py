@@ -144,7 +144,11 @@ class RagService:
         retrieval_id: str,
         redis_client: Any = None,
         kv_bytes_per_sequence: float | None = None,
+        before: Sequence[Any] = (),
+        after: Sequence[Any] = (),
     ):
+        """`retrieval` gives the hits (cached per question); then `before` (history), the routed backend's
+        prompt and generator, and `after` (citation attribution) answer: the plan's steps in slot order."""
         self.settings = s = settings
         self.caches = caches
         self.kb_version = kb_version
@@ -159,6 +163,7 @@ class RagService:
                                    queue_timeout_s=s.queue_timeout_s, max_queue=s.max_queue)
         self.breakers: dict[str, CircuitBreaker] = {}
         self.retrieve = Pipeline([self._retrieval_step(s) for s in retrieval]) if retrieval else None
+        self.before, self.after = list(before), list(after)
         self.pipelines = {name: self._answer_pipeline(name, extractive) for name in backends}
         for name, breaker in self.breakers.items():
             self.metrics.watch_breaker(name, lambda b=breaker: b.state)
@@ -172,23 +177,25 @@ class RagService:
     def _retrieval_step(self, stage: Any) -> Any:
         """A reranker runs behind its own breaker and is skipped, visibly, when it fails: the first-stage
         ranking still answers."""
-        if stage.name.startswith("rerank"):
+        if not isinstance(stage, Step) and stage.name.startswith("rerank"):
             return Step(Guarded(stage, self._breaker(stage.name)), required=False)
         return stage
 
-    def _guarded(self, backend: Backend) -> Guarded:
-        stage: Any = Serial(backend.stages, name="generate")
+    def _guarded(self, stage: Any, backend: str) -> Guarded:
         if self.settings.generate_deadline_s is not None:
             stage = StageDeadline(stage, self.settings.generate_deadline_s)
-        return Guarded(stage, self._breaker(backend.name))
+        return Guarded(stage, self._breaker(backend))
 
     def _answer_pipeline(self, route: str, extractive: Any) -> Pipeline:
-        """prompt + generation of `route`'s backend; on failure the other backends in order, then extractive."""
-        others = [self._guarded(self.backends[n]) for n in self.backends if n != route]
+        """history, then `route`'s prompt stage(s) and its generator behind a breaker (on failure the other
+        backends, each prompt + generation, in order, then extractive), then attribution."""
+        others = [self._guarded(Serial(self.backends[n].stages, name="generate"), n) for n in self.backends if n != route]
         for g in others:
             g.name = f"generate.{g.breaker.name}"
         fallback = FallbackChain([*others, extractive], name="fallback") if others else extractive
-        return Pipeline([Step(self._guarded(self.backends[route]), fallback=fallback)], inputs=(*REQUEST_INPUTS, "hits"))
+        *prompt, generator = self.backends[route].stages
+        return Pipeline([*self.before, *prompt, Step(self._guarded(generator, route), fallback=fallback), *self.after],
+                        inputs=(*REQUEST_INPUTS, "hits"))
 
     def warm(self) -> None:
         """Load models and indexes now, not in the first request's time."""
@@ -198,6 +205,7 @@ class RagService:
                 warm()
         for backend in self.backends.values():
             Serial(backend.stages, "warm").warm()
+        Serial([*self.before, *self.after], "warm").warm()
 
     @property
     def in_flight(self) -> int:
@@ -244,42 +252,52 @@ class RagService:
                 on_token(piece)
 
         base = {"tenant": principal.tenant, "route": route, "model": backend.model_id, "kb_version": self.kb_version}
-        if cacheable:
-            cached = self.caches.answers.get(scope, question)
-            if cached is not None:
-                emit(cached["answer"])
-                now = time.perf_counter()
-                trace = {**base, "cache": {"answer": True, "retrieval": None}, "total_ms": (now - handle.arrival) * 1000,
-                         "ttft_ms": (emitted[0] - handle.arrival) * 1000, "tpot_ms": None, "queue_ms": 0.0,
-                         "tokens_in": 0, "tokens_out": 0, "saved_tokens": cached.get("tokens", 0), "cost": 0.0,
-                         "saved_cost": cached.get("cost", 0.0),
-                         "degraded": [], "timed_out": False, "spans": []}
-                self.metrics.observe(trace, [])
-                return {"answer": cached["answer"], "citations": cached["citations"], "trace": trace}
-
+        cached = self.caches.answers.get(scope, question) if cacheable else None
+        if cached is not None:
+            emit(cached["answer"])
+            trace = _trace(base, handle, emitted, cache={"answer": True, "retrieval": None}, saved_tokens=cached.get("tokens", 0),
+                           saved_cost=cached.get("cost", 0.0))
+            self.metrics.observe(trace, [])
+            return {"answer": cached["answer"], "citations": cached["citations"], "trace": trace}
         state = RequestState(query=Query(text=question, tenant=principal.tenant, scopes=principal.scopes),
-                             deadline=time.monotonic() + self.settings.deadline_s, on_token=emit)
-        if hasattr(state, "arrival"):
-            state.arrival = handle.arrival
+                             deadline=time.monotonic() + self.settings.deadline_s, on_token=emit, arrival=handle.arrival)
         handle.state = state
         if handle.cancelled:
             handle.cancel()
-        spans: list[Any] = []
-        degraded: list[str] = []
-        retrieval_hit = None
-        if self.retrieve is not None:
-            retrieval_scope = CacheScope(principal.tenant, principal.scopes, self.retrieval_id, "", self.kb_version)
-            hits = self.caches.retrieval.get(retrieval_scope, question) if cacheable else None
-            retrieval_hit = hits is not None if cacheable else None
-            if hits is not None:
-                state.hits = [Hit.model_validate(h) for h in hits]
-            else:
-                result = self.retrieve.run_state(state)
-                spans += result.trace.spans
-                degraded += result.trace.degraded
-                if cacheable and not result.trace.degraded:
-                    self.caches.retrieval.set(retrieval_scope, question, [h.model_dump(mode="json") for h in state.hits])
+        spans, degraded, retrieval_hit = self._retrieve(state, principal, question, cacheable)
+        result, waited = self._generate(state, route)
+        spans += result.trace.spans
+        degraded += result.trace.degraded
+        trace = self._answer_trace(base, handle, emitted, result, waited, spans, degraded,
+                                   cache={"answer": False if cacheable else None, "retrieval": retrieval_hit})
+        self.metrics.observe(trace, spans)
+        if self.quota is not None:
+            self.quota.spend(principal.tenant, trace["tokens_in"] + trace["tokens_out"])
+        answer = result.answer
+        citations = [c.model_dump(mode="json") for c in (answer.citations if answer else [])]
+        text = answer.text if answer else ""
+        if cacheable and answer is not None and not degraded and not answer.incomplete:
+            self.caches.answers.set(scope, question, {"answer": text, "citations": citations,
+                                                        "tokens": trace["tokens_in"] + trace["tokens_out"], "cost": trace["cost"]})
+        return {"answer": text, "citations": citations, "trace": trace}
 
+    def _retrieve(self, state: RequestState, principal: Principal, question: str,
+                  cacheable: bool) -> tuple[list[Any], list[str], bool | None]:
+        """The hits, from the retrieval cache or the retrieval steps: (spans, degraded, cache hit or None)."""
+        if self.retrieve is None:
+            return [], [], None
+        retrieval_scope = CacheScope(principal.tenant, principal.scopes, self.retrieval_id, "", self.kb_version)
+        hits = self.caches.retrieval.get(retrieval_scope, question) if cacheable else None
+        if hits is not None:
+            state.hits = [Hit.model_validate(h) for h in hits]
+            return [], [], True
+        result = self.retrieve.run_state(state)
+        if cacheable and not result.trace.degraded:
+            self.caches.retrieval.set(retrieval_scope, question, [h.model_dump(mode="json") for h in state.hits])
+        return list(result.trace.spans), list(result.trace.degraded), False if cacheable else None
+
+    def _generate(self, state: RequestState, route: str) -> tuple[Any, float]:
+        """The answer pipeline of `route` once admitted: (result, seconds waited for a slot)."""
         from ragopt.serve.guards import AdmissionRefused
 
         try:
@@ -288,50 +306,47 @@ class RagService:
             self.metrics.rate_limited.labels(reason="admission").inc()
             raise Refused(str(exc), exc.retry_after_s) from None
         try:
-            result = self.pipelines[route].run_state(state)
+            return self.pipelines[route].run_state(state), waited
         finally:
             self.admission.leave()
-        spans += result.trace.spans
-        degraded += result.trace.degraded
+
+    def _answer_trace(self, base: dict[str, Any], handle: RequestHandle, emitted: list[float], result: Any, waited: float,
+                      spans: list[Any], degraded: list[str], cache: dict[str, Any]) -> dict[str, Any]:
+        from ragopt.stages.prompt import prompt_fingerprint
+
         answer = result.answer
         attrs: dict[str, Any] = {}
         for s in result.trace.spans:
             attrs.update({k: v for k, v in s.usage.attrs.items() if v is not None})
         tokens_in = sum(s.usage.tokens_in for s in result.trace.spans)
         tokens_out = sum(s.usage.tokens_out for s in result.trace.spans)
-        gen_s = sum(s.ms for s in result.trace.spans) / 1000
-        now = time.perf_counter()
         tpot = attrs.get("tpot_ms")
         if tpot is None and len(emitted) > 1:
             tpot = (emitted[-1] - emitted[0]) * 1000 / (len(emitted) - 1)
-        timed_out = bool(answer is not None and answer.finish_reason == "deadline" and not handle.cancelled)
-        trace = {
-            **base,
-            "cache": {"answer": False if cacheable else None, "retrieval": retrieval_hit},
-            "total_ms": (now - handle.arrival) * 1000,
-            "ttft_ms": (emitted[0] - handle.arrival) * 1000 if emitted else None,
-            "tpot_ms": tpot,
-            "queue_ms": waited * 1000 + float(attrs.get("queue_ms") or 0.0),
-            "prefill_ms": attrs.get("prefill_ms"),
-            "reused_tokens": attrs.get("reused_tokens"),
-            "tokens_in": tokens_in,
-            "tokens_out": tokens_out,
-            "saved_tokens": 0,
-            "cost": self.settings.price.cost(tokens_in, tokens_out, gen_s),
-            "saved_cost": 0.0,
-            "degraded": degraded,
-            "timed_out": timed_out,
-            "cancelled": handle.cancelled,
-            "finish_reason": answer.finish_reason if answer else None,
-            "generator": answer.generator if answer else None,
-            "spans": [s.model_dump(mode="json") for s in spans],
-        }
-        self.metrics.observe(trace, spans)
-        if self.quota is not None:
-            self.quota.spend(principal.tenant, tokens_in + tokens_out)
-        citations = [c.model_dump(mode="json") for c in (answer.citations if answer else [])]
-        text = answer.text if answer else ""
-        if cacheable and answer is not None and not degraded and not answer.incomplete:
-            self.caches.answers.set(scope, question, {"answer": text, "citations": citations, "tokens": tokens_in + tokens_out,
-                                                        "cost": trace["cost"]})
-        return {"answer": text, "citations": citations, "trace": trace}
+        prompt = result.state.prompt
+        return _trace(
+            base, handle, emitted, cache=cache, tpot_ms=tpot, queue_ms=waited * 1000 + float(attrs.get("queue_ms") or 0.0),
+            prefill_ms=attrs.get("prefill_ms"), reused_tokens=attrs.get("reused_tokens"), tokens_in=tokens_in,
+            tokens_out=tokens_out, cost=self.settings.price.cost(tokens_in, tokens_out, sum(s.ms for s in result.trace.spans) / 1000),
+            degraded=degraded, timed_out=bool(answer is not None and answer.finish_reason == "deadline" and not handle.cancelled),
+            finish_reason=answer.finish_reason if answer else None, generator=answer.generator if answer else None,
+            hits=[h.chunk.id for h in result.state.hits],
+            prompt={"tokens": len(prompt.tokens), "fingerprint": prompt_fingerprint(prompt)} if prompt is not None else None,
+            spans=[s.model_dump(mode="json") for s in spans],
+        )
+
+
+def _trace(base: dict[str, Any], handle: RequestHandle, emitted: list[float], **fields: Any) -> dict[str, Any]:
+    """The response trace, one shape for every answer (a cached one leaves the generation fields at their zero)."""
+    now = time.perf_counter()
+    trace = {
+        **base, "cache": None, "total_ms": (now - handle.arrival) * 1000,
+        "ttft_ms": (emitted[0] - handle.arrival) * 1000 if emitted else None, "tpot_ms": None, "queue_ms": 0.0,
+        "prefill_ms": None, "reused_tokens": None, "tokens_in": 0, "tokens_out": 0, "saved_tokens": 0, "cost": 0.0,
+        "saved_cost": 0.0, "degraded": [], "timed_out": False, "cancelled": handle.cancelled, "finish_reason": None,
+        "generator": None, "hits": None, "prompt": None, "spans": [],
+    }
+    unknown = set(fields) - set(trace)
+    if unknown:
+        raise TypeError(f"unknown trace fields {sorted(unknown)}")
+    return {**trace, **fields}

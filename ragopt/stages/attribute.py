@@ -4,7 +4,9 @@ Small models often cite nothing, cite passages they were not given, or cite the 
 after generation and rewrites the answer's `[n]` markers from the text itself: for each answer sentence
 (`ragopt.text.sentence_spans`; a marker that opens a sentence belongs to the one before it), the support of
 passage n is the IDF-weighted share of the sentence's content words that occur in the passage's title or
-text (IDF over the passages of this answer, so words every passage shares weigh little). The best passage
+text (IDF over the passages of this answer, so words every passage shares weigh little). Words are the BM25
+analyzer's terms (`ragopt.text.analyzers`: stemmed English, segmented Chinese), the plan's index's analyzer or,
+when none is given, the one the passages' script calls for. The best passage
 (ties: the better-ranked) is cited when its support reaches `min_support`; a sentence without enough
 support for any passage (e.g. "I cannot answer from the sources") cites nothing. With `rank_margin`, the
 best-ranked passage whose support comes within that margin of the best is cited instead: a small model's
@@ -32,12 +34,11 @@ from typing import Literal, Mapping, Sequence
 from ragopt.config import StrictModel, knob
 from ragopt.pipeline import RequestState
 from ragopt.stages.citations import marker_spans, parse_citations, strip_markers
-from ragopt.stages.generate_extractive import terms
 from ragopt.stages.prompt import FittedPrompt, Passage, PromptConfig, number_passages
-from ragopt.text import sentence_spans
+from ragopt.text import Analyzer, analyzer_for, sentence_spans
 from ragopt.types import Chunk
 
-_TERMINAL = re.compile(r"[.!?]+[\"')\]]*$")
+_TERMINAL = re.compile(r"[.!?。！？；…]+[\"')\]”’」』）》]*$")
 
 
 class AttributeConfig(StrictModel):
@@ -75,10 +76,12 @@ class AttributeCitations:
     reads = ("answer", "hits")
     writes = ("answer",)
 
-    def __init__(self, config: AttributeConfig | None = None, prompt: PromptConfig | None = None, name: str = "attribute"):
+    def __init__(self, config: AttributeConfig | None = None, prompt: PromptConfig | None = None, name: str = "attribute",
+                 analyzer: Analyzer | None = None):
         self.config = config or AttributeConfig()
         self.prompt = prompt or PromptConfig()
         self.name = name
+        self.analyzer = analyzer
 
     def passages(self, state: RequestState) -> list[Passage]:
         if isinstance(state.prompt, FittedPrompt):
@@ -105,13 +108,14 @@ class AttributeCitations:
             own[i].extend(nums)
         cores = [strip_markers(text[s:e]) for s, e in spans]
         cfg = self.config
+        terms = self.analyzer or analyzer_for(p.text for p in passages)
         if cfg.mode == "answer":  # one citation for the whole answer, after its last sentence
-            whole = choose_passage(self._support([" ".join(cores)], passages)[0], cfg.min_support, cfg.rank_margin)
+            whole = choose_passage(self._support([" ".join(cores)], passages, terms)[0], cfg.min_support, cfg.rank_margin)
             last = max((i for i, core in enumerate(cores) if core), default=None)
             picks = [[whole] if i == last and whole is not None else [] for i in range(len(cores))]
         else:
             picks = [[] if (n := choose_passage(s, cfg.min_support, cfg.rank_margin)) is None else [n]
-                     for s in self._support(cores, passages)]
+                     for s in self._support(cores, passages, terms)]
         repaired = added = replaced = 0
         pieces: list[str] = []
         for i, core in enumerate(cores):
@@ -145,13 +149,15 @@ class AttributeCitations:
         return state
 
     @staticmethod
-    def _support(sentences: Sequence[str], passages: Sequence[Passage]) -> list[dict[int, float]]:
-        return word_support(sentences, {p.number: f"{p.hit.chunk.title} {p.text}" for p in passages})
+    def _support(sentences: Sequence[str], passages: Sequence[Passage], terms: Analyzer) -> list[dict[int, float]]:
+        return word_support(sentences, {p.number: f"{p.hit.chunk.title} {p.text}" for p in passages}, terms)
 
 
-def word_support(sentences: Sequence[str], passages: Mapping[int, str]) -> list[dict[int, float]]:
+def word_support(sentences: Sequence[str], passages: Mapping[int, str], terms: Analyzer | None = None) -> list[dict[int, float]]:
     """Per sentence: {passage number: IDF-weighted share of the sentence's words found in the passage text}.
-    IDF is over these passages, so words every passage shares weigh little (the judge's `support` baseline too)."""
+    IDF is over these passages, so words every passage shares weigh little (the judge's `support` baseline too).
+    Words are `terms`' (the BM25 analyzer; by default the one the passages' script calls for)."""
+    terms = terms or analyzer_for(passages.values())
     passage_terms = {n: set(terms(text)) for n, text in passages.items()}
     df: dict[str, int] = {}
     for ts in passage_terms.values():

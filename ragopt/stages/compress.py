@@ -4,8 +4,9 @@ within a token budget.
 Per request, over the passages in the order the prompt numbers them (`number_passages`: rank order):
 
 1. near-duplicates: a passage whose word-trigram Jaccard similarity with a better-ranked passage reaches
-   `dedup_threshold` is dropped (the better-ranked one stays);
-2. every passage is split into sentences (`ragopt.text.sentence_spans`) and each sentence scored against the
+   `dedup_threshold` is dropped (the better-ranked one stays); in Chinese text, character trigrams;
+2. every passage is split into sentences (`ragopt.text.sentence_spans`: English and Chinese sentence ends)
+   and each sentence scored against the
    query: cosine similarity with the cached embedder (optionally blended with its passage's similarity,
    `passage_weight`), BM25 over the context's sentences, or both (each min-max scaled within the request,
    then averaged);
@@ -42,10 +43,10 @@ from pydantic import Field, model_validator
 from ragopt.config import BM25Config, EmbedderConfig, StrictModel, knob
 from ragopt.errors import InputError
 from ragopt.pipeline import RequestState
-from ragopt.stages.embedding import Embedder
-from ragopt.stages.keyword import BM25Index
+from ragopt.backends.embeddings import Embedder
+from ragopt.backends.bm25 import BM25Index
 from ragopt.stages.prompt import PromptConfig, number_passages
-from ragopt.text import sentence_spans, words
+from ragopt.text import Analyzer, analyzer_for, sentence_spans, word_spans, word_units
 from ragopt.types import Hit
 
 GAP = " ... "
@@ -83,7 +84,7 @@ class CompressConfig(StrictModel):
 
 
 def shingles(text: str) -> set[tuple[str, ...]]:
-    w = words(text)
+    w = word_units(text)  # words, and in Chinese text characters: near-duplicates need no dictionary
     if len(w) < _SHINGLE:
         return {tuple(w)} if w else set()
     return {tuple(w[i : i + _SHINGLE]) for i in range(len(w) - _SHINGLE + 1)}
@@ -115,8 +116,10 @@ class CompressPassages:
         count_tokens: Callable[[str], int] | None = None,
         prompt: PromptConfig | None = None,
         name: str = "compress",
+        analyzer: Analyzer | None = None,
     ):
         self.config = config or CompressConfig()
+        self.analyzer = analyzer  # the BM25 scorer's terms: the index's analyzer, else the passages' script decides
         self.name = name
         self._embedder = embedder
         self._count = count_tokens
@@ -135,7 +138,8 @@ class CompressPassages:
         """What decides the kept sentences besides the request: the config, the embedder and the prompt layout."""
         return {"stage": "compress", "name": self.name, "config": self.config.model_dump(mode="json"),
                 "embedder": self.embedder.fingerprint, "prompt": self.prompt.model_dump(mode="json"),
-                "counter": "caller" if self._count is not None else self.config.tokenizer}
+                "counter": "caller" if self._count is not None else self.config.tokenizer,
+                "analyzer": self.analyzer.fingerprint if self.analyzer else "auto"}
 
     @cached_property
     def embedder(self) -> Embedder:
@@ -146,7 +150,7 @@ class CompressPassages:
         if self._count is not None:
             return self._count
         if self.config.tokenizer == "whitespace":
-            return lambda text: len(text.split())
+            return lambda text: len(word_spans(text))  # each Han character a token
         from ragopt.tokencount import token_counter
 
         return token_counter("embedder", self.embedder.config).count
@@ -216,7 +220,7 @@ class CompressPassages:
                 similarity = (1 - w) * similarity + w * (whole.vectors @ query_vec.vectors[0])[passage_of]
             parts.append(similarity)
         if self.config.scorer in ("bm25", "both"):
-            bm25 = BM25Index(texts, BM25Config())
+            bm25 = BM25Index(texts, BM25Config(), self.analyzer or analyzer_for(texts))
             parts.append(np.asarray(bm25.backend.scores(bm25.tokenize(state.query.text)), dtype=np.float32))
         if len(parts) == 1:
             return parts[0]

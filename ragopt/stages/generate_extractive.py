@@ -5,6 +5,9 @@ LLM generator fails or runs out of time (`Step(LlamaGenerator(...), fallback=Ext
 a baseline in evaluation. Passages are numbered exactly as the LLM prompt numbers them (rank order), so
 `[n]` means the same passage for both generators.
 
+Terms are the BM25 analyzer's (`ragopt.text.analyzers`: stemmed English, segmented Chinese), the one the plan's
+index uses, or the one the passages' script calls for when no analyzer is given.
+
 Sentence score: the summed IDF (over the candidate sentences) of the distinct question terms the sentence
 contains, plus half that for question terms found only in its passage's title (a sentence needs at least one
 match of its own), divided by 1 + 0.15 x (passage number - 1) so better-ranked passages win ties.
@@ -13,7 +16,6 @@ match of its own), divided by 1 + 0.15 x (passage number - 1) so better-ranked p
 from __future__ import annotations
 
 import math
-import re
 
 from pydantic import Field
 
@@ -21,39 +23,18 @@ from ragopt.config import StrictModel
 from ragopt.pipeline import RequestState
 from ragopt.stages.citations import parse_citations
 from ragopt.stages.prompt import number_passages
-from ragopt.text import sentences
+from ragopt.text import Analyzer, analyzer_for, sentences, word_spans
 from ragopt.types import Answer
 
-STOPWORDS = frozenset(
-    """a an the and or but if of to in on at by for with from as is are was were be been being am do does did
-    have has had it its this that these those there here what which who whom whose when where why how i you he
-    she we they me him her us them my your his our their not no yes so than then too very can could would should
-    will shall may might must about into over under between after before during up down out off again further
-    once all any both each few more most other some such only own same just also s t""".split()
-)
-
-_WORD = re.compile(r"[a-z0-9]+(?:'[a-z]+)?")
-
 NO_CONTEXT_TEXT = "No passages were retrieved, so there is nothing to answer from."
-
-
-def terms(text: str) -> list[str]:
-    out = []
-    for w in _WORD.findall(text.lower()):
-        w = w.removesuffix("'s")
-        if w in STOPWORDS or len(w) < 2:
-            continue
-        if len(w) > 4 and w.endswith("s") and not w.endswith("ss"):
-            w = w[:-1]  # crude plural folding: "rivers" ~ "river"
-        out.append(w)
-    return out
 
 
 class ExtractiveConfig(StrictModel):
     max_passages: int = Field(5, gt=0, description="top passages to draw sentences from")
     max_sentences: int = Field(2, gt=0)
     max_chars: int = Field(600, gt=0, description="answer length cap")
-    min_words: int = Field(4, ge=1, description="shorter sentences (headings, fragments) are skipped when others exist")
+    min_words: int = Field(4, ge=1, description="shorter sentences (headings, fragments) are skipped when others exist; "
+                           "words as whitespace separates them, each Han character counted as one")
 
 
 class ExtractiveGenerator:
@@ -61,9 +42,10 @@ class ExtractiveGenerator:
     reads = ("query", "hits")
     writes = ("answer",)
 
-    def __init__(self, config: ExtractiveConfig | None = None, name: str = "extractive"):
+    def __init__(self, config: ExtractiveConfig | None = None, name: str = "extractive", analyzer: Analyzer | None = None):
         self.config = config or ExtractiveConfig()
         self.name = name
+        self.analyzer = analyzer
 
     def run(self, state: RequestState) -> RequestState:
         cfg = self.config
@@ -75,6 +57,7 @@ class ExtractiveGenerator:
                 state.on_token(NO_CONTEXT_TEXT)
             return state
 
+        terms = self.analyzer or analyzer_for(p.text for p in passages)
         candidates: list[tuple[int, int, str, set[str]]] = []  # (passage number, sentence index, text, terms)
         title_terms: dict[int, set[str]] = {}
         for p in passages:
@@ -98,7 +81,7 @@ class ExtractiveGenerator:
             content = sum(idf(t) for t in sorted(matched)) + 0.5 * sum(idf(t) for t in sorted(from_title))
             return content / (1 + 0.15 * (c[0] - 1)) if matched else 0.0
 
-        long_enough = [c for c in candidates if len(c[2].split()) >= cfg.min_words] or candidates
+        long_enough = [c for c in candidates if len(word_spans(c[2])) >= cfg.min_words] or candidates
         ranked = sorted(long_enough, key=lambda c: (-score(c), c[0], c[1]))
         chosen = [c for c in ranked if score(c) > 0][: cfg.max_sentences]
         overlap = bool(chosen)

@@ -10,7 +10,8 @@ The summary is a `Turn(role="system")` whose content starts with `SUMMARY_HEADER
 
 Extractive by default: sentences of the older turns are classified by cue words, then items are admitted in
 priority order (constraints, oldest first; the goal; open tasks and facts, newest first) while the summary stays
-within `summary_tokens` (counted with the callable the stage is given; default: whitespace words). In mode "llm"
+within `summary_tokens` (counted with the callable the stage is given; default: whitespace words, each Han
+character one). Sentences end at English and Chinese sentence ends (`ragopt.text.sentence_spans`). In mode "llm"
 the constraints are still extracted (so they are never lost to a paraphrase) and the LLM's notes fill the rest.
 
 Long-lived: a history that already starts with a summary turn is summarized again with the old items first, so
@@ -33,7 +34,7 @@ from ragopt.errors import InputError
 from ragopt.pipeline import RequestState
 from ragopt.resources import Resources
 from ragopt.stages.generate_llama import GeneratorConfig, QueueTimeout, get_engine
-from ragopt.text import sentences
+from ragopt.text import sentences, word_spans
 from ragopt.types import Turn
 
 SUMMARY_HEADER = "Summary of the earlier conversation:"
@@ -62,7 +63,8 @@ LLM_SYSTEM = (
 
 
 def whitespace_tokens(text: str) -> int:
-    return len(text.split())
+    """Words as whitespace separates them, each Han character one (Chinese puts no spaces between words)."""
+    return len(word_spans(text))
 
 
 class HistoryConfig(StrictModel):
@@ -140,16 +142,16 @@ def _key(text: str) -> str:
 
 
 def _cut_words(text: str, fits: Callable[[str], bool]) -> str:
-    """The longest word prefix of `text` that fits ("" if none)."""
-    words = text.split()
-    lo, hi = 0, len(words)
+    """The longest prefix of `text` ending at a word (each Han character a word) that fits ("" if none)."""
+    ends = [e for _, e in word_spans(text)]
+    lo, hi = 0, len(ends)
     while lo < hi:
         mid = (lo + hi + 1) // 2
-        if fits(" ".join(words[:mid])):
+        if fits(text[: ends[mid - 1]]):
             lo = mid
         else:
             hi = mid - 1
-    return " ".join(words[:lo])
+    return text[: ends[lo - 1]] if lo else ""
 
 
 def is_summary(turn: Turn) -> bool:

@@ -1,119 +1,16 @@
-"""Keyword retrieval: BM25 behind one interface, with rank-bm25 and bm25s as interchangeable backends.
-
-Both backends score with Lucene's BM25 (idf = ln(1 + (N - n + 0.5) / (n + 0.5))), the variant the published
-Anserini baselines use, with the same k1 and b, so they rank identically; bm25s is the default because the
-benchmark (benchmarks/bench_bm25_backends.py) measures it far faster. Permission filtering happens before
-ranking: chunks the query may not see are masked out of the score vector, never trimmed after a top-k.
-"""
+"""Keyword retrieval stage: BM25 (ragopt/backends/bm25.py) over the chunks the query may see."""
 
 from __future__ import annotations
 
-import math
 from functools import cached_property
-from typing import TYPE_CHECKING, Protocol, Sequence
+from typing import TYPE_CHECKING
 
-import numpy as np
-
+from ragopt.backends.bm25 import BM25Index
 from ragopt.config import BM25Config
 from ragopt.pipeline import RequestState
-from ragopt.text import words
 
 if TYPE_CHECKING:
     from ragopt.index import Index
-
-
-class KeywordTokenizer:
-    """Unicode-aware lower-casing, optional English stopwords, optional Snowball stemming."""
-
-    def __init__(self, config: BM25Config):
-        self.config = config
-
-    @cached_property
-    def _stopwords(self) -> frozenset[str]:
-        if self.config.stopwords == "none":
-            return frozenset()
-        from bm25s.stopwords import STOPWORDS_EN
-
-        return frozenset(STOPWORDS_EN)
-
-    @cached_property
-    def _stem(self):  # type: ignore[no-untyped-def]
-        if self.config.stemmer == "none":
-            return None
-        import Stemmer
-
-        return Stemmer.Stemmer(self.config.stemmer).stemWords
-
-    def __call__(self, text: str) -> list[str]:
-        tokens = [t for t in words(text) if t not in self._stopwords]
-        return self._stem(tokens) if self._stem else tokens
-
-
-class BM25Backend(Protocol):
-    def scores(self, query_tokens: list[str]) -> np.ndarray: ...
-
-
-class BM25sBackend:
-    def __init__(self, corpus_tokens: Sequence[list[str]], k1: float, b: float):
-        import bm25s
-
-        self.model = bm25s.BM25(k1=k1, b=b, method="lucene")
-        self.model.index(list(corpus_tokens), show_progress=False)
-
-    def scores(self, query_tokens: list[str]) -> np.ndarray:
-        known = [t for t in query_tokens if t in self.model.vocab_dict]
-        if not known:
-            return np.zeros(self.model.scores["num_docs"], dtype=np.float32)
-        return self.model.get_scores(known)
-
-
-class RankBM25Backend:
-    def __init__(self, corpus_tokens: Sequence[list[str]], k1: float, b: float):
-        from rank_bm25 import BM25Okapi
-
-        class LuceneBM25(BM25Okapi):
-            def _calc_idf(self, nd):  # type: ignore[no-untyped-def]
-                n = self.corpus_size
-                self.idf = {w: math.log(1 + (n - f + 0.5) / (f + 0.5)) for w, f in nd.items()}
-
-        self.model = LuceneBM25([list(t) for t in corpus_tokens], k1=k1, b=b)
-        self.k1 = k1
-
-    def scores(self, query_tokens: list[str]) -> np.ndarray:
-        # BM25Okapi multiplies every term by (k1 + 1); dividing it out gives Lucene's exact scores.
-        return np.asarray(self.model.get_scores(query_tokens), dtype=np.float32) / (self.k1 + 1)
-
-
-BACKENDS = {"bm25s": BM25sBackend, "rank_bm25": RankBM25Backend}
-
-
-class BM25Index:
-    def __init__(self, texts: Sequence[str], config: BM25Config):
-        self.config = config
-        self.tokenize = KeywordTokenizer(config)
-        corpus_tokens = [self.tokenize(t) for t in texts]
-        self.backend: BM25Backend = BACKENDS[config.backend](corpus_tokens, config.k1, config.b)
-        self.size = len(texts)
-
-    def search(self, text: str, k: int, allowed: np.ndarray | None = None) -> list[tuple[int, float]]:
-        """(chunk position, score) of the k best chunks with a positive score among `allowed` (a bool mask).
-
-        The order is total: score descending, then chunk position (its line in the index's chunks.jsonl), so
-        the top k is always the head of the top k + n, even when many chunks tie at the cut-off.
-        """
-        if k <= 0:
-            raise ValueError(f"k must be positive, got {k}")
-        scores = np.asarray(self.backend.scores(self.tokenize(text)), dtype=np.float32)
-        if allowed is not None:
-            scores = np.where(allowed, scores, -np.inf)
-        candidates = np.flatnonzero(scores > 0)
-        if candidates.size > k:
-            # Keep every chunk that scores at least the k-th best score: a partition alone would keep an
-            # arbitrary subset of the chunks tied at the cut-off.
-            kth = np.partition(scores[candidates], candidates.size - k)[candidates.size - k]
-            candidates = candidates[scores[candidates] >= kth]
-        order = candidates[np.lexsort((candidates, -scores[candidates]))][:k]
-        return [(int(i), float(scores[i])) for i in order]
 
 
 class KeywordSearch:
@@ -130,7 +27,8 @@ class KeywordSearch:
 
     def identity(self) -> dict[str, object]:
         return {"stage": "bm25", "name": self.name, "index": self.index.manifest.id,
-                "bm25": self.config.model_dump(mode="json"), "k": self.k}
+                "bm25": self.config.model_dump(mode="json"), "analyzer": self.index.analyzer(self.config).fingerprint,
+                "k": self.k}
 
     def warm(self) -> None:
         self.bm25  # built before the first request is timed, and only when a request needs it

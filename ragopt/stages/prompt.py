@@ -26,6 +26,7 @@ So history never costs the answer its best evidence, and a long conversation is 
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol, Sequence
 
@@ -206,6 +207,11 @@ class FittedPrompt:
     @property
     def n_tokens(self) -> int:
         return len(self.tokens)
+
+
+def prompt_fingerprint(prompt: FittedPrompt | None) -> str | None:
+    """What identifies a fitted prompt in a trace or a sweep's outcome: its text's sha256 (first 16 hex)."""
+    return None if prompt is None else hashlib.sha256(prompt.text.encode()).hexdigest()[:16]
 
 
 def _common_prefix(a: Sequence[int], b: Sequence[int]) -> int:

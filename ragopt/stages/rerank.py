@@ -113,7 +113,7 @@ class CrossEncoderRerank:
 
     @property
     def model(self):  # type: ignore[no-untyped-def]
-        from ragopt.stages.embedding import resolve_model_path
+        from ragopt.backends.embeddings import resolve_model_path
 
         assert self.config.model is not None
         return self.resources.cross_encoder(resolve_model_path(self.config.model), self.config.max_length, self.config.device)

@@ -13,7 +13,7 @@ import numpy as np
 
 from ragopt.config import StrictModel, knob
 from ragopt.pipeline import RequestState
-from ragopt.stages.embedding import Embedder
+from ragopt.backends.embeddings import Embedder
 from ragopt.stages.rerank import MAX_DEPTH, Fusion, record, reorder
 from ragopt.text import sentences
 from ragopt.types import Chunk

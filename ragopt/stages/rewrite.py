@@ -14,7 +14,8 @@ Order of work on `query.text` (the query's tenant and scopes are never touched):
    than one thing: its answer is constrained by a grammar to one of the names in the conversation, so a
    small model classifies rather than writes (SmolLM2-135M asked to write the whole question rewrote few of
    the shipped follow-ups and invented facts in most: "LAB_CRP is a metabolite of LAB_CHEF");
-3. expand the user's glossary: "ICU" becomes "ICU (intensive care unit)", so both spellings match.
+3. expand the user's glossary: "ICU" becomes "ICU (intensive care unit)", so both spellings match; whole words
+   as the BM25 analyzer sees them, so "请问ICU在哪" and Chinese abbreviations match too.
 
 Mode "multi" also produces query variants (`QueryRewrite.variants`); `MultiQueryRetrieve`
 (ragopt.stages.multi_query) retrieves for each and fuses the lists with RRF. LLM rewrites are cached under a
@@ -41,6 +42,7 @@ from ragopt.errors import InputError
 from ragopt.pipeline import RequestState
 from ragopt.resources import Resources
 from ragopt.stages.generate_llama import GeneratorConfig, QueueTimeout, get_engine
+from ragopt.text import Analyzer, analyzer_for
 from ragopt.trace import Usage
 from ragopt.types import Query, Turn
 
@@ -118,15 +120,34 @@ def load_glossary(source: str | Path | Mapping[str, str] | None) -> dict[str, st
     return entries
 
 
-def expand_glossary(text: str, glossary: Mapping[str, str]) -> tuple[str, bool]:
-    """"ABBR" -> "ABBR (expansion)" for whole-word matches (case-insensitive), unless the expansion is there."""
+def _whole_word(text: str, start: int, end: int, abbr: str, starts: set[int], ends: set[int]) -> bool:
+    """Whether text[start:end] (an occurrence of `abbr`) stands as whole words: where the abbreviation begins or
+    ends with a letter or digit, that edge is a word edge of the analyzer; elsewhere no word continues it; never
+    inside a dotted or hyphenated name."""
+    before, after = text[start - 1 : start], text[end : end + 1]
+    if before in (".", "-") or after == "-":
+        return False
+    head_ok = start in starts if abbr[0].isalnum() else not before.isalnum()
+    tail_ok = end in ends if abbr[-1].isalnum() else not after.isalnum()
+    return head_ok and tail_ok
+
+
+def expand_glossary(text: str, glossary: Mapping[str, str], analyzer: Analyzer | None = None) -> tuple[str, bool]:
+    """"ABBR" -> "ABBR (expansion)" for whole-word matches (case-insensitive), unless the expansion is there.
+
+    Words are the analyzer's (the BM25 one; by default the one the text's script calls for): "ICU" matches in
+    "请问ICU在哪" and "医保" in "医保卡在哪办" (jieba's search mode finds it inside the longer word), not in "ICUs"."""
+    analyzer = analyzer or analyzer_for([text])
     changed = False
     for abbr, expansion in sorted(glossary.items(), key=lambda kv: -len(kv[0])):
         if expansion.casefold() in text.casefold():
             continue
-        pattern = re.compile(rf"(?<![\w.-]){re.escape(abbr)}(?![\w-])", re.IGNORECASE)
-        text, n = pattern.subn(lambda m: f"{m.group(0)} ({expansion})", text, count=1)
-        changed = changed or n > 0
+        spans = analyzer.word_spans(text)
+        starts, ends = {s for s, _ in spans}, {e for _, e in spans}
+        found = next((m.end() for m in re.finditer(re.escape(abbr), text, re.IGNORECASE)
+                      if _whole_word(text, m.start(), m.end(), abbr, starts, ends)), None)
+        if found is not None:
+            text, changed = f"{text[:found]} ({expansion}){text[found:]}", True
     return text, changed
 
 
@@ -223,9 +244,10 @@ class QueryRewrite:
     writes = ("query",)
 
     def __init__(self, config: RewriteConfig | None = None, cache: Cache | None = None, name: str = "rewrite",
-                 resources: Resources | None = None):
+                 resources: Resources | None = None, analyzer: Analyzer | None = None):
         self.config = config or RewriteConfig()
         self.name = name
+        self.analyzer = analyzer  # the BM25 index's, so a glossary word is a word as retrieval sees it
         self.resources = resources if resources is not None else Resources()  # the LLM, in llm mode
         self.glossary = load_glossary(self.config.glossary)  # bad input fails here, before any request
         if self.config.mode == "llm":
@@ -272,7 +294,7 @@ class QueryRewrite:
             chosen = llm.llm_referent if llm is not None and llm.llm_rejected is None else None
             text = resolve_by_rules(text, query.history, follow_up, chosen)
             rules.append(f"{follow_up}:llm" if chosen else follow_up)
-        text, expanded = expand_glossary(text, self.glossary)
+        text, expanded = expand_glossary(text, self.glossary, self.analyzer)
         if expanded:
             rules.append("glossary")
         variants = self.variants(query, text, follow_up) if mode == "multi" else (text,)

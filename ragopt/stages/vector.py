@@ -1,39 +1,16 @@
-"""Vector retrieval: the store interface every vector engine implements, and the VectorSearch stage.
+"""Vector retrieval stage: nearest chunks from the index's vector store (ragopt/backends/vector_store.py).
 
-Engines live in ragopt/backends: `exact_store.ExactStore` (numpy, exact, the default embedded store, in the
-index folder) and `qdrant_store.QdrantStore` (a Qdrant server by URL). The stage above them is the same;
-which one an index uses is recorded in its manifest (ragopt/index.py).
+The stage is the same over every engine; which one an index uses is recorded in its manifest (ragopt/index.py).
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Protocol, Sequence
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from ragopt.pipeline import RequestState
-from ragopt.types import Chunk, Query
 
 if TYPE_CHECKING:
     from ragopt.index import Index
-
-
-class VectorStore(Protocol):
-    engine: str  # a short name: "numpy-exact", "qdrant"
-
-    def create(self, dim: int) -> None: ...
-
-    def upsert(self, chunks: Sequence[Chunk], vectors: np.ndarray, first_index: int = 0) -> None:
-        """Vectors of the chunks at positions first_index.. (idempotent)."""
-
-    def search(self, vector: np.ndarray, k: int, query: Query | None) -> list[tuple[int, float]]:
-        """(chunk position, cosine) of the k best chunks `query` may see (None: unrestricted), best first,
-        ties by position."""
-        ...
-
-    def count(self) -> int: ...
-
-    def close(self) -> None: ...
 
 
 class VectorSearch:

@@ -15,7 +15,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from ragopt.config import ChunkerConfig, RetrievalConfig, StrictModel, fingerprint
+from ragopt.config import ChunkerConfig, RetrievalConfig, StrictModel, fingerprint, needs_vectors
 from ragopt.data import EvalSet, load_evalset
 from ragopt.errors import InputError
 
@@ -59,10 +59,10 @@ def mine_examples(evalset: EvalSet, workspace: Path, config: MiningConfig, *, pr
     the split's order, negatives taken best-ranked first."""
     from ragopt.index import build_index, make_embedder
     from ragopt.pipeline import Pipeline
-    from ragopt.retrieval import retrieval_stages
+    from ragopt.plan import retrieval_stages
 
     embedder = make_embedder(workspace)  # the base model: mining must not depend on the model being trained
-    dense = config.miner != "bm25"
+    dense = needs_vectors(config.miner)
     report = build_index(evalset.documents, ChunkerConfig(mode="whole"), embedder, workspace, progress=progress, dense=dense)
     index = report.index
     text_of = {c.doc_id: c.indexed_text for c in index.chunks}

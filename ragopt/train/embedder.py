@@ -44,7 +44,7 @@ def train_embedder(
     on_step: Callable[[int], None] | None = None,
 ) -> TrainedModel:
     """Train (or reuse) a tuned embedder; returns its folder under `workspace/models`."""
-    from ragopt.stages.embedding import resolve_model_path
+    from ragopt.backends.embeddings import resolve_model_path
 
     config = config or EmbedderTrainingConfig()
     workspace = Path(workspace)

@@ -40,7 +40,7 @@ class Prepared:
 
 def prepare(kind: str, dataset: str | Path, split: str, workspace: Path, config: Any) -> Prepared:
     """Check the base model, load the split and look for a finished model with the same key."""
-    from ragopt.stages.embedding import model_fingerprint
+    from ragopt.backends.embeddings import model_fingerprint
     from ragopt.stages.rerank import check_model_reference
     from ragopt.train.data import data_fingerprint, load_split
 

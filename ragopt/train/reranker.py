@@ -49,7 +49,7 @@ def train_reranker(
     on_step: Callable[[int], None] | None = None,
 ) -> TrainedModel:
     """Train (or reuse) a cross-encoder; returns its folder under `workspace/models`."""
-    from ragopt.stages.embedding import resolve_model_path
+    from ragopt.backends.embeddings import resolve_model_path
 
     config = config or RerankerTrainingConfig()
     workspace = Path(workspace)

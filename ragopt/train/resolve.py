@@ -12,14 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Callable
 
-PREFIX = "trained:"
-
-
-def trained_split(model: Any) -> str | None:
-    """"trained:train" -> "train"; anything else -> None."""
-    if isinstance(model, str) and model.startswith(PREFIX):
-        return model[len(PREFIX):]
-    return None
+from ragopt.config import trained_split
 
 
 def resolve_trained_models(config: Any, workspace: Path, *, progress: bool = True) -> Any:

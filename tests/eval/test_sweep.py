@@ -161,3 +161,24 @@ def test_optuna_samples_distinct_trials_reproducibly(swept: dict[str, Any]) -> N
 def test_each_overlap_is_tried_with_each_size_below_it() -> None:
     config = SweepConfig(chunk_sizes=[16, 64, "whole"], chunk_overlaps=[0, 32])
     assert [c.label for c in config.chunkers()] == ["16/0", "64/0", "64/32", "whole"]
+
+
+def test_analyzers_are_a_dimension_of_the_retrievers_that_use_bm25() -> None:
+    config = SweepConfig(retrievers=["dense", "bm25", "hybrid"], analyzers=["english", "chinese"], top_k=[5])
+    plans = dict(config.plans())
+    assert list(plans) == ["whole_dense_k5", "whole_bm25_an-english_k5", "whole_bm25_an-chinese_k5",
+                           "whole_hybrid-rrf_an-english_k5", "whole_hybrid-rrf_an-chinese_k5"]
+    assert plans["whole_hybrid-rrf_an-chinese_k5"].retrieval.bm25.analyzer == "chinese"
+    assert [i for i, _ in SweepConfig(retrievers=["bm25"], top_k=[5]).plans()] == ["whole_bm25_k5"]  # one: no label
+
+
+def test_an_unknown_analyzer_in_a_sweep_config_names_the_setting(tmp_path: Any) -> None:
+    from ragopt.config import load_toml
+    from ragopt.errors import InputError
+
+    for body, key in (('analyzers = ["english", "klingon"]\n', "analyzers.1"), ('[bm25]\nanalyzer = "klingon"\n', "bm25.analyzer")):
+        path = tmp_path / "sweep.toml"
+        path.write_text(body, encoding="utf-8")
+        with pytest.raises(InputError) as err:
+            load_toml(path, SweepConfig)
+        assert err.value.field == key and "'chinese'" in err.value.message

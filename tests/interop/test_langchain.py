@@ -17,7 +17,7 @@ from ragopt.errors import InputError, TenantRequired
 from ragopt.index import build_index, make_embedder
 from ragopt.interop.langchain import RagoptRetriever, as_runnable, hit_to_document
 from ragopt.pipeline import Pipeline
-from ragopt.retrieval import retrieval_stages
+from ragopt.plan import retrieval_stages
 from ragopt.stages.generate_extractive import ExtractiveGenerator
 from ragopt.types import Document, Query
 

@@ -62,7 +62,7 @@ def test_stream_sends_tokens_then_answer_citations_and_trace(served: tuple[str, 
     for key in ("ttft_ms", "tpot_ms", "queue_ms"):
         assert isinstance(trace[key], float), key
     assert trace["tenant"] == "acme" and trace["tokens_out"] > 0 and trace["cache"]["answer"] is None  # realtime: not cached
-    assert [s["name"] for s in trace["spans"]] == ["bm25", "generate"]
+    assert [s["name"] for s in trace["spans"]] == ["bm25", "prompt", "generate"]
 
 
 def test_json_mode_and_the_answer_cache_by_tenant_and_scope(served: tuple[str, Any]) -> None:

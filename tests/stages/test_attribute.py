@@ -118,3 +118,24 @@ def test_answer_mode_cites_the_passage_supporting_the_whole_answer_once_at_the_e
     assert state.usage.attrs["model_citations"] == [3] and state.usage.attrs["replaced"] == 1
     # sentence by sentence, the last sentence alone would have cited the release notes
     assert [c.marker for c in attribute(text).answer.citations][-1] == 3
+
+
+ZH_DOCS = [
+    ("战国无双3", "《战国无双3》是由光荣和ω-force开发的动作游戏。本作于2010年发售。"),
+    ("真三国无双", "《真三国无双》以三国时代为背景，由光荣出品。游戏主角是赵云。"),
+]
+
+
+def zh_hits() -> list[Hit]:
+    return [Hit(chunk=Chunk(id=f"z{i + 1}", doc_id=f"z{i + 1}", start=0, end=len(text), text=text, title=title),
+                score=1.0 - i / 10, rank=i + 1, retriever="test") for i, (title, text) in enumerate(ZH_DOCS)]
+
+
+def test_chinese_answer_sentences_each_cite_their_passage():
+    """Sentences end at 。, words are jieba's: each Chinese sentence cites the passage it comes from, the
+    marker before the full stop, without a second English-only tokenizer."""
+    text = "该游戏由光荣和ω-force开发。真三国无双的主角是赵云。"
+    state = RequestState(query=Query(text="q"), hits=zh_hits(), answer=Answer(text=text, generator="llama:test"))
+    answer = AttributeCitations(AttributeConfig()).run(state).answer
+    assert answer.text == "该游戏由光荣和ω-force开发 [1]。真三国无双的主角是赵云 [2]。"
+    assert [c.chunk_id for c in answer.citations] == ["z1", "z2"]

@@ -8,7 +8,7 @@ from ragopt.config import EmbedderConfig
 from ragopt.errors import InputError
 from ragopt.pipeline import Pipeline, RequestState
 from ragopt.stages.compress import CompressConfig, CompressPassages
-from ragopt.stages.embedding import Embedder
+from ragopt.backends.embeddings import Embedder
 from ragopt.types import Chunk, Hit, Query
 
 PREFIX = "Archive note. "  # chunks start inside their documents, so kept spans must be offset by chunk.start
@@ -145,3 +145,21 @@ def test_runs_in_a_pipeline_with_the_real_tokenizer(embedder):
     span = result.trace.span("compress")
     assert span.usage.attrs["tokens_after"] <= span.usage.attrs["tokens_before"] * 0.5
     assert span.usage.cache_hits + span.usage.cache_misses > 0
+
+
+ZH_DOCS = [
+    ("战国无双3", "《战国无双3》是一款动作游戏。本作由光荣和ω-force合作开发。游戏于2010年在日本发售。"),
+    ("战国无双3副本", "《战国无双3》是一款动作游戏。本作由光荣和ω-force合作开发。游戏于2010年在日本发售！"),
+    ("上海", "上海是中国的经济中心。人口超过两千万。它位于长江入海口。"),
+]
+
+
+def test_chinese_passages_are_deduplicated_and_cut_at_chinese_sentence_ends():
+    zh = [Hit(chunk=Chunk(id=f"z{i}", doc_id=f"z{i}", start=0, end=len(text), text=text, title=title),
+              score=1.0 - i / 10, rank=i + 1, retriever="test") for i, (title, text) in enumerate(ZH_DOCS)]
+    stage = CompressPassages(CompressConfig(budget=0.2, scorer="bm25", tokenizer="whitespace"))
+    state = stage.run(RequestState(query=Query(text="哪两个公司合作开发了这款游戏？"), hits=zh))
+    assert state.usage.attrs["duplicates_dropped"] == ["z1"]  # character trigrams: a near-copy of the first
+    assert state.usage.attrs["sentences_total"] == 6
+    assert state.hits[0].chunk.text == "本作由光荣和ω-force合作开发。"  # the sentence naming the developers
+    assert state.usage.attrs["tokens_after"] <= state.usage.attrs["budget_tokens"]

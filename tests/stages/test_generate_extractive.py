@@ -89,3 +89,16 @@ def test_is_the_pipeline_fallback_when_generation_fails():
     assert "Berlin is the capital of Germany. [1]" in result.answer.text
     assert result.trace.degraded == ["generate: RuntimeError: model crashed -> extractive"]
     assert result.trace.span("generate.fallback") is not None
+
+
+def test_chinese_question_gets_the_matching_chinese_sentence_cited():
+    """Chinese passages are split at 。 and matched by jieba's words: the answer is the sentence that names
+    the developers, cited, not the passage's first sentence."""
+    docs = [("战国无双3", "《战国无双3》是一款动作游戏，于2010年发售。本作由光荣和ω-force合作开发。主角包括真田幸村。"),
+            ("真三国无双", "《真三国无双》以三国时代为背景。游戏主角是赵云。")]
+    zh = [Hit(chunk=Chunk(id=f"z{i}", doc_id=f"z{i}", start=0, end=len(text), text=text, title=title),
+              score=1.0 - i / 10, rank=i + 1, retriever="test") for i, (title, text) in enumerate(docs)]
+    state = ExtractiveGenerator(ExtractiveConfig(max_sentences=1)).run(
+        RequestState(query=Query(text="《战国无双3》是由哪两个公司合作开发的？"), hits=zh))
+    assert state.answer.text == "本作由光荣和ω-force合作开发。 [1]"
+    assert state.usage.attrs["question_overlap"] and [c.chunk_id for c in state.answer.citations] == ["z0"]

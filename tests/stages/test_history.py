@@ -126,3 +126,20 @@ def test_llm_mode_runs_on_the_tiny_model_and_redaction_still_holds(tiny_gguf: Pa
     text = summary_of(state.query.history)
     assert 0 < state.usage.tokens_out <= 24 and state.usage.tokens_in > 0
     assert len(text.split()) <= 50 and CONSTRAINT in text and PATIENT not in text
+
+
+def test_chinese_turns_split_into_sentences_and_fit_the_budget_in_characters():
+    """Chinese answers are cut at 。！？ (each cited sentence a fact of its own) and counted one Han character
+    per token by default, so a budget holds a Chinese summary as it holds an English one."""
+    history = [
+        Turn(role="user", content="战国无双3是谁开发的？"),
+        Turn(role="assistant", content="它由光荣和ω-force合作开发[1]。游戏于2010年发售[2]！这是第三部作品。"),
+        Turn(role="user", content="有几个故事？"),
+        Turn(role="assistant", content="本作以三大故事为主轴[1]。"),
+    ]
+    out, attrs = summarize(history, keep_turns=0, summary_tokens=200)
+    lines = summary_of(out).splitlines()[1:]
+    facts = [line for line in lines if line.startswith("Fact: ")]
+    assert facts == ["Fact: 本作以三大故事为主轴[1]。", "Fact: 游戏于2010年发售[2]！", "Fact: 它由光荣和ω-force合作开发[1]。"]  # newest first
+    short, _ = summarize(history, keep_turns=0, summary_tokens=20)
+    assert 0 < len(short[0].content.split("\n", 1)[1]) < len(summary_of(out).split("\n", 1)[1])

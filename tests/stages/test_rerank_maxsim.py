@@ -7,7 +7,7 @@ from __future__ import annotations
 from ragopt.cache import Cache
 from ragopt.config import EmbedderConfig
 from ragopt.pipeline import Pipeline, RequestState
-from ragopt.stages.embedding import Embedder
+from ragopt.backends.embeddings import Embedder
 from ragopt.stages.rerank_maxsim import MaxSimConfig, MaxSimRerank, passage_sentences
 from ragopt.types import Chunk, Hit, Query
 

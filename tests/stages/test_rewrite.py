@@ -96,6 +96,17 @@ def test_glossary_expands_whole_words_once_and_not_when_already_spelled_out():
     assert state.query.text == "What unit is ICU (intensive care unit) in?" and state.usage.attrs["rewrite"] == "ellipsis+glossary"
 
 
+def test_glossary_matches_words_in_chinese_text():
+    """Whole words as the Chinese analyzer segments them: Latin abbreviations between Han characters match, and
+    a Chinese abbreviation inside a longer word (search mode) too; a word that merely contains it does not."""
+    glossary = {"ICU": "重症监护室", "医保": "医疗保险"}
+    assert expand_glossary("请问ICU在几楼", glossary) == ("请问ICU (重症监护室)在几楼", True)
+    assert expand_glossary("医保卡在哪里办理", glossary) == ("医保 (医疗保险)卡在哪里办理", True)
+    assert expand_glossary("重症监护室ICU", glossary) == ("重症监护室ICU", False)  # already spelled out
+    assert expand_glossary("ICUS和LOSS", {"ICU": "x"}) == ("ICUS和LOSS", False)
+    assert expand_glossary("C++ 与 .NET", {"C++": "a language", "NET": "x"}) == ("C++ (a language) 与 .NET", True)
+
+
 def test_glossary_files(tmp_path: Path):
     text = tmp_path / "glossary.txt"
     text.write_text("# hospital terms\nICU = intensive care unit\n\nMRN = medical record number\n", encoding="utf-8")
@@ -140,7 +151,7 @@ def test_fuse_is_rrf_with_ties_broken_by_chunk_id():
 
 def test_multi_query_retrieves_per_variant_and_keeps_permissions(tiny_index):
     from ragopt.config import RetrievalConfig
-    from ragopt.retrieval import retrieval_stages
+    from ragopt.plan import retrieval_stages
 
     index, embedder = tiny_index
     retrieval = retrieval_stages(index, embedder, RetrievalConfig(retriever="hybrid", top_k=3))

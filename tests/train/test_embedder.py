@@ -23,7 +23,7 @@ class Interrupt(Exception):
 def test_trained_folder_loads_by_path_and_is_reused(tiny_beir: Path, workspace: Path) -> None:
     from sentence_transformers import SentenceTransformer
 
-    from ragopt.stages.embedding import model_fingerprint
+    from ragopt.backends.embeddings import model_fingerprint
 
     trained = train_embedder(tiny_beir, "test", workspace, CONFIG, progress=False)
     m = trained.manifest

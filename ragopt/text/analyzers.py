@@ -1,0 +1,145 @@
+"""Analyzers: text to search terms, one per language family, shared by BM25 and every stage that matches
+words (compression's BM25 scorer, citation attribution, the extractive generator, the glossary rewrite).
+
+- "english": Unicode word runs, casefolded, English stopwords dropped, Snowball-stemmed (ragopt's BM25 as
+  it always was);
+- "chinese": runs of Han characters segmented by jieba (search mode), Chinese stopwords dropped, punctuation
+  never a term; everything else (Latin words, digits) analyzed exactly as "english", so a mixed corpus keeps
+  its English stemming and Latin words inside Chinese text still match;
+- "whitespace": Unicode word runs, casefolded, nothing dropped or stemmed (languages that space their words).
+
+"auto" picks one from the corpus (`detect_analyzer`): "chinese" when Han characters make at least
+`HAN_SHARE_FOR_CHINESE` of its letters, else "english". The stopwords and stemmer settings apply to the
+words outside Han runs; with the chinese analyzer, stopwords "none" keeps Chinese function words too.
+"""
+
+from __future__ import annotations
+
+from functools import cache, cached_property
+from typing import Iterable, Literal, Protocol
+
+from ragopt.text import chinese
+from ragopt.text.script import HAN_RUN, ScriptShare
+from ragopt.text.words import word_matches, words
+
+AnalyzerName = Literal["english", "chinese", "whitespace"]
+ANALYZERS: tuple[str, ...] = ("english", "chinese", "whitespace")
+# A Chinese paragraph is mostly Han (CMRC: 78% of characters); a corpus with a few Chinese documents among
+# English ones still needs them segmented, and the chinese analyzer treats the English words exactly as
+# "english" does, so a low share is enough.
+HAN_SHARE_FOR_CHINESE = 0.02
+
+
+class Analyzer(Protocol):
+    name: str
+
+    @property
+    def fingerprint(self) -> str: ...
+
+    def __call__(self, text: str) -> list[str]: ...
+
+    def word_spans(self, text: str) -> list[tuple[int, int]]: ...
+
+
+class WhitespaceAnalyzer:
+    name = "whitespace"
+    fingerprint = "whitespace"
+
+    def __call__(self, text: str) -> list[str]:
+        return words(text)
+
+    def word_spans(self, text: str) -> list[tuple[int, int]]:
+        """Where the words lie in `text` (before stopwords or stemming): the units a phrase must align with."""
+        return word_matches(text)
+
+
+class EnglishAnalyzer(WhitespaceAnalyzer):
+    name = "english"
+
+    def __init__(self, stopwords: str = "en", stemmer: str = "english"):
+        self.stopwords, self.stemmer = stopwords, stemmer
+
+    @property
+    def fingerprint(self) -> str:
+        return f"{self.name}:{self.stopwords}:{self.stemmer}"
+
+    @cached_property
+    def _stopwords(self) -> frozenset[str]:
+        if self.stopwords == "none":
+            return frozenset()
+        from bm25s.stopwords import STOPWORDS_EN
+
+        return frozenset(STOPWORDS_EN)
+
+    @cached_property
+    def _stem(self):  # type: ignore[no-untyped-def]
+        if self.stemmer == "none":
+            return None
+        import Stemmer
+
+        return Stemmer.Stemmer(self.stemmer).stemWords
+
+    def __call__(self, text: str) -> list[str]:
+        tokens = [t for t in words(text) if t not in self._stopwords]
+        return self._stem(tokens) if self._stem else tokens
+
+
+class ChineseAnalyzer(EnglishAnalyzer):
+    name = "chinese"
+
+    @property
+    def fingerprint(self) -> str:
+        return f"{super().fingerprint}:{chinese.SEGMENTER}"
+
+    def _pieces(self, text: str) -> Iterable[tuple[bool, int, int]]:
+        """(is a Han run, start, end) covering `text` in order."""
+        at = 0
+        for m in HAN_RUN.finditer(text):
+            if m.start() > at:
+                yield False, at, m.start()
+            yield True, m.start(), m.end()
+            at = m.end()
+        if at < len(text):
+            yield False, at, len(text)
+
+    def __call__(self, text: str) -> list[str]:
+        keep_all = self.stopwords == "none"
+        out: list[str] = []
+        for han, start, end in self._pieces(text):
+            piece = text[start:end]
+            if han:
+                out += [w for w, _, _ in chinese.segment(piece) if keep_all or w not in chinese.STOPWORDS_ZH]
+            else:
+                out += super().__call__(piece)
+        return out
+
+    def word_spans(self, text: str) -> list[tuple[int, int]]:
+        spans: list[tuple[int, int]] = []
+        for han, start, end in self._pieces(text):
+            found = chinese.segment(text[start:end]) if han else None
+            spans += [(start + s, start + e) for _, s, e in found] if found is not None else \
+                [(start + s, start + e) for s, e in word_matches(text[start:end])]
+        return spans
+
+
+@cache
+def make_analyzer(name: str, stopwords: str = "en", stemmer: str = "english") -> Analyzer:
+    if name == "whitespace":
+        return WhitespaceAnalyzer()
+    if name == "english":
+        return EnglishAnalyzer(stopwords, stemmer)
+    if name == "chinese":
+        return ChineseAnalyzer(stopwords, stemmer)
+    raise ValueError(f"unknown analyzer {name!r}; known: {', '.join(ANALYZERS)}")
+
+
+def detect_analyzer(corpus: Iterable[str] | ScriptShare) -> AnalyzerName:
+    """The analyzer a corpus (its texts, or their script shares) gets when none is set, from its share of Han
+    characters."""
+    share = corpus if isinstance(corpus, ScriptShare) else ScriptShare(corpus)
+    return "chinese" if share.han_share >= HAN_SHARE_FOR_CHINESE else "english"
+
+
+def analyzer_for(texts: Iterable[str]) -> Analyzer:
+    """The default analyzer for these texts (a stage given no analyzer: the passages of one request)."""
+    return make_analyzer(detect_analyzer(texts))
