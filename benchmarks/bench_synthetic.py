@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
-SYNTH_DEFAULT_KEEP = 0.4  # SynthConfig's default (kept here so --help imports nothing heavy)
+SYNTH_DEFAULT_KEEP = 0.2  # SynthConfig's default (kept here so --help imports nothing heavy)
 DATASETS = {"scifact": "scifact", "hotpotqa": "hotpotqa_dev500/beir_format"}
 
 
