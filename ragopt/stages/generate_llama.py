@@ -39,7 +39,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from ragopt import capacity
 from ragopt.backends.citation_grammar import citation_grammar
@@ -113,9 +113,14 @@ class GeneratorConfig(StrictModel):
         if self.speculative != "off" and self.draft_tokens >= self.n_batch:
             raise ValueError(f"draft_tokens ({self.draft_tokens}) must be smaller than n_batch ({self.n_batch}): "
                              "a verification batch holds the last token and the draft")
-        if self.repeat_stop == 1:
-            raise ValueError("repeat_stop must be 0 (off) or at least 2: a first occurrence is no repetition")
         return self
+
+    @field_validator("repeat_stop")
+    @classmethod
+    def _a_repetition_needs_two(cls, v: int) -> int:
+        if v == 1:
+            raise ValueError("repeat_stop must be 0 (off) or at least 2: a first occurrence is no repetition")
+        return v
 
     @property
     def prompt_budget(self) -> int:
