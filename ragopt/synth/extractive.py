@@ -20,11 +20,9 @@ from typing import Sequence
 
 import numpy as np
 
-from ragopt.config import BM25Config
 from ragopt.stages.embedding import Embedder
-from ragopt.backends.bm25 import KeywordTokenizer
 from ragopt.synth import SynthConfig
-from ragopt.text import sentence_spans, words
+from ragopt.text import analyzer_for, sentence_spans
 from ragopt.types import Document
 
 GENERATOR_VERSION = "extractive-1"
@@ -51,19 +49,24 @@ class ExtractiveGenerator:
 
     def __init__(self, documents: Sequence[Document], embedder: Embedder, config: SynthConfig, workspace: Path):
         self.documents, self.embedder, self.config, self.workspace = documents, embedder, config, workspace
-        self.tokenizer = KeywordTokenizer(BM25Config())
+        self.tokenizer = analyzer_for(d.text for d in documents)  # the corpus's language: English, Chinese...
         df: dict[str, int] = {}
         for d in documents:
-            for w in set(words(d.text)):
+            for w in set(self.words(d.text)):
                 df[w] = df.get(w, 0) + 1
         self.df = df
+
+    def words(self, text: str) -> list[str]:
+        """The analyzer's words as written (casefolded; no stemming, stopwords kept)."""
+        return [text[s:e].casefold() for s, e in self.tokenizer.word_spans(text)]
 
     @property
     def model_fingerprint(self) -> str:
         return f"embedder:{self.embedder.fingerprint}"
 
     def _content(self, word: str) -> bool:
-        return len(word) >= 3 and word.isalpha() and bool(self.tokenizer(word))
+        """A word worth asking with: letters only, not a stopword, and not a short Latin word."""
+        return word.isalpha() and (len(word) >= 3 or not word.isascii()) and bool(self.tokenizer(word))
 
     @cached_property
     def vocabulary(self) -> list[str]:
@@ -109,14 +112,14 @@ class ExtractiveGenerator:
         """Sentences worth a question: long enough to say something, short enough to be one fact."""
         spans = []
         for s, e in sentence_spans(doc.text):
-            n = len(words(doc.text[s:e]))
+            n = len(self.words(doc.text[s:e]))
             if MIN_SENTENCE_WORDS <= n <= MAX_SENTENCE_WORDS:
                 spans.append((s, e))
         return spans
 
     def candidate(self, doc: Document, span: tuple[int, int], rng: random.Random) -> Candidate | None:
         sentence = doc.text[span[0]:span[1]]
-        tokens = [w for w in words(sentence) if self._content(w)]
+        tokens = [w for w in self.words(sentence) if self._content(w)]
         n_docs = len(self.documents)
         ranked = sorted(dict.fromkeys(tokens), key=lambda w: (-math.log(n_docs / self.df.get(w, 1)), w))
         keys = set(ranked[: self.config.query_words])

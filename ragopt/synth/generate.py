@@ -21,6 +21,10 @@ ROUND_TRIP_CHUNKER = ChunkerConfig(mode="whole")
 
 
 def _generator(documents: Sequence[Document], embedder: Any, config: SynthConfig, workspace: Path) -> Any:
+    if config.generator == "llm":
+        from ragopt.synth.llm import LlmGenerator
+
+        return LlmGenerator(documents, config, workspace, embedder.resources)
     from ragopt.synth.extractive import ExtractiveGenerator
 
     return ExtractiveGenerator(documents, embedder, config, workspace)
