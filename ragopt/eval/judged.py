@@ -65,7 +65,7 @@ class SweepJudge:
         projected = project_calls(plans, n_queries, n_references)
         resources = Resources()
         try:
-            judge = make_judge(judging, resources)
+            judge = make_judge(judging, resources, model_field="--judge-model")
         except BaseException:
             resources.close()
             raise
