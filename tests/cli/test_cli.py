@@ -85,6 +85,8 @@ BAD_FLAGS = {
     "eval-negative-alpha": (("eval", "--retriever", "bm25", "--alpha=-1"), "[--alpha]", "-1"),
     "eval-save-run-nowhere": (("eval", "--retriever", "bm25", "--save-run", "/nonexistent/run.trec"), "[--save-run]", "folder"),
     "eval-traces-is-a-folder": (("eval", "--retriever", "bm25", "--traces", "/tmp"), "[--traces]", "is a folder"),
+    "eval-unknown-analyzer": (("eval", "--retriever", "bm25", "--analyzer", "klingon"), "[--analyzer]", "'klingon'"),
+    "search-unknown-analyzer": (("search", "--analyzer", "zh", "volcano"), "[--analyzer]", "'chinese'"),
 }
 
 
