@@ -92,7 +92,7 @@ def run_sweep(
     plans = config.plans()
     keep = set(PER_QUERY_ALWAYS) | {g.metric for g in gates if g.metric in names} | set(config.baseline.metrics if config.baseline and config.baseline.metrics else [])
     own_resources = resources is None
-    resources = resources or Resources(workspace)
+    resources = resources or Resources()
     runner = TrialRunner(evalset, config, workspace, resources, progress=progress, remeasure=remeasure)
     runner.judge = judge
     counter = token_counter(config.context_tokenizer, config.embedder)
@@ -182,7 +182,7 @@ def confirm(outcome: SweepOutcome, report_set: EvalSet, workspace: Path, *, spli
     plan = outcome.plans[results.selected]
     with_spans = any(q.evidence and any(e.start is not None for e in q.evidence) for q in report_set.queries)
     names = config.metric_names(with_spans, any(q.reference_answer for q in report_set.queries))
-    with Resources(workspace) as resources:
+    with Resources() as resources:
         runner = TrialRunner(report_set, config, workspace, resources, progress=progress, remeasure=False)
         try:
             outcomes, index = runner.run(plan, [q.query for q in report_set.queries], "held-out")
