@@ -1,12 +1,21 @@
 """One loaded llama.cpp model (llama-cpp-python) and the machinery around its single live KV cache.
 
 An `Engine` is the `Llama` object plus: a FIFO lock so requests take turns (the wait is what callers report
-as queue time), who owns the tokens in the live KV (tenant isolation), low-level KV surgery (truncate, save
-and restore one sequence), a bounded cache of saved hot-prefix states, and a `LlamaRenderer` that renders
-chat messages with the GGUF's own template. Nothing here knows about requests, prompts or stages.
+as queue time), who owns the tokens in the live KV (tenant isolation), low-level KV surgery (decode a batch,
+truncate, save and restore one sequence), a bounded cache of saved hot-prefix states, and a `LlamaRenderer`
+that renders chat messages with the GGUF's own template. Nothing here knows about requests, prompts or stages.
 
-The KV helpers use llama-cpp-python internals (`n_tokens`, `input_ids`, `_requires_eval`), checked
-against 0.3.36 (see pyproject.toml).
+Answers must not depend on what the live KV held before. A batch of one token sums differently from a
+batch of many (measured on SmolLM2: the last prompt token evaluated alone moved its logits by up to 0.84,
+enough to flip a greedy near tie), and some ggml kernels split a batch by its size. So prompts are always
+evaluated in chunks of `chunk` (n_batch) tokens aligned to position 0, exactly as a cold run evaluates
+them, and only whole chunks that an earlier prompt evaluation computed are reused (`reusable_prefix`):
+never positions written by single-token decode steps or verification batches, never the chunk that holds
+the prompt's last token. Any decode that did not go through these methods (another caller of the same
+`Llama`) is noticed by llama.cpp's own counters, and then nothing is reused.
+
+The KV helpers use llama-cpp-python internals (`n_tokens`, `input_ids`, `_batch`, `_ctx`, `_requires_eval`),
+checked against 0.3.36 (see pyproject.toml).
 """
 
 from __future__ import annotations
@@ -17,6 +26,8 @@ import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
+
+import numpy as np
 
 from ragopt import capacity
 from ragopt.cache import CacheKey
@@ -162,10 +173,21 @@ class Engine:
     public_tokens: int = 0  # leading tokens of the live KV that hold no tenant data
     prefixes: PrefixStateCache | None = None
     requests: int = 0
+    prompt_end: int = 0  # leading live-KV positions written by aligned prompt evaluation (see the module doc)
+    _evals_seen: tuple[int, int] = (0, 0)  # llama.cpp's (n_p_eval, n_eval) after this engine's last decode
 
     @property
     def n_ctx(self) -> int:
         return int(self.llm.n_ctx())
+
+    @property
+    def chunk(self) -> int:
+        """Prompt evaluation batch: n_batch (llama-cpp-python caps it at n_ctx; n_ubatch is the same)."""
+        return int(self.llm.n_batch)
+
+    @property
+    def n_tokens(self) -> int:
+        return int(self.llm.n_tokens)
 
     def piece(self, token: int) -> bytes:
         import llama_cpp
@@ -186,11 +208,49 @@ class Engine:
         """How many leading `tokens` the live KV already holds."""
         return int(self.llm.longest_token_prefix(self.llm._input_ids.tolist(), tokens))
 
+    def reusable_prefix(self, tokens: list[int]) -> int:
+        """Leading `tokens` whose live KV a cold run would compute bit for bit: whole `chunk`s that an earlier
+        prompt evaluation wrote, short of the chunk holding the last token (evaluated again for its logits)."""
+        self._notice_foreign_decodes()
+        common = min(self.live_prefix(tokens), self.prompt_end)
+        return min(common // self.chunk, (len(tokens) - 1) // self.chunk) * self.chunk
+
     # --- live KV manipulation (call only while holding the lock) ---
+
+    def decode(self, tokens: list[int], *, all_logits: bool = False) -> np.ndarray:
+        """Evaluate `tokens` in one batch after the live KV's n_tokens. Returns the logits of the last token
+        (one row) or, with all_logits, of every token; the rows are valid until the next decode."""
+        import llama_cpp
+
+        llm = self.llm
+        n_past = llm.n_tokens
+        llm._ctx.kv_cache_seq_rm(-1, n_past, -1)
+        llm._batch.set_batch(batch=tokens, n_past=n_past, logits_all=all_logits)
+        llm._ctx.decode(llm._batch)
+        llm.input_ids[n_past : n_past + len(tokens)] = tokens
+        llm.n_tokens = n_past + len(tokens)
+        llm._requires_eval = False
+        rows = len(tokens) if all_logits else 1
+        logits = np.ctypeslib.as_array(llama_cpp.llama_get_logits(llm.ctx), shape=(rows, llm.n_vocab()))
+        self._evals_seen = self._evals()  # after llama_get_logits: it waits for the batch, then counts it
+        return logits
+
+    def eval_prompt(self, tokens: list[int], start: int) -> np.ndarray:
+        """Evaluate tokens[start:] (start a multiple of `chunk`, the live KV holding tokens[:start]) in the
+        chunks a cold run uses; the last token's logits (valid until the next decode)."""
+        if start % self.chunk or start >= len(tokens):
+            raise ValueError(f"prompt evaluation must start at a chunk boundary before the end, got {start}")
+        self.truncate(start)
+        logits = None
+        for i in range(start, len(tokens), self.chunk):
+            logits = self.decode(tokens[i : i + self.chunk])
+        self.prompt_end = len(tokens)
+        return logits[0]
 
     def truncate(self, n: int) -> None:
         """Keep only the first n tokens of the live KV."""
         llm = self.llm
+        self.prompt_end = min(self.prompt_end, max(n, 0))
         if n <= 0:
             llm.reset()
             llm._ctx.kv_cache_seq_rm(-1, 0, -1)
@@ -211,6 +271,7 @@ class Engine:
         return ctypes.string_at(buf, n)
 
     def restore_sequence(self, saved: SavedPrefix) -> bool:
+        """Put a saved prefix's KV back; it was written by aligned prompt evaluation, so it counts as such."""
         import llama_cpp
 
         llm = self.llm
@@ -224,6 +285,7 @@ class Engine:
         llm.n_tokens = n
         if hasattr(llm, "_requires_eval"):
             llm._requires_eval = True
+        self.prompt_end = n
         return True
 
     def close(self) -> None:
@@ -233,6 +295,31 @@ class Engine:
             self.llm.close()
         finally:
             self.lock.release()
+
+    def reset_counters(self) -> None:
+        """Zero llama.cpp's per-request counters (prompt and decode tokens and ms, see `counters`)."""
+        import llama_cpp
+
+        self._notice_foreign_decodes()
+        llama_cpp.llama_perf_context_reset(self.llm.ctx)
+        self._evals_seen = self._evals()
+
+    def counters(self) -> Any:
+        """llama.cpp's counters since `reset_counters`: n_p_eval / t_p_eval_ms (batches of more than one
+        token), n_eval / t_eval_ms (single tokens)."""
+        import llama_cpp
+
+        return llama_cpp.llama_perf_context(self.llm.ctx)
+
+    def _notice_foreign_decodes(self) -> None:
+        if self._evals() != self._evals_seen:  # someone decoded on this Llama behind the engine's back
+            self.prompt_end = 0
+
+    def _evals(self) -> tuple[int, int]:
+        import llama_cpp
+
+        perf = llama_cpp.llama_perf_context(self.llm.ctx)
+        return int(perf.n_p_eval), int(perf.n_eval)
 
 
 def gpu_layers(requested: int | None) -> int:

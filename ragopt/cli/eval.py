@@ -14,7 +14,7 @@ DOCS_PER_QUERY = 100
 
 def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p = subparsers.add_parser("eval", help="nDCG@10, Recall@10/100, MRR@10 and latency of one retriever")
-    _common.add_dataset_args(p, docs=False)
+    _common.add_dataset_args(p)
     _common.add_chunking_args(p)
     _common.add_retriever_args(p)
     p.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
@@ -25,7 +25,7 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
 
 def run(args: argparse.Namespace) -> int:
     from ragopt.config import needs_vectors
-    from ragopt.data import load_evalset
+    from ragopt.data import generated_note, load_evalset
     from ragopt.eval.metrics import mean
     from ragopt.eval.runner import best_per_doc, chunk_depth, run_queries, write_trec
     from ragopt.eval.scoring import rank_scores
@@ -34,7 +34,9 @@ def run(args: argparse.Namespace) -> int:
     config = _common.validate_retrieval_flags(args)
     _common.output_file(args.save_run, "--save-run")
     _common.output_file(args.traces, "--traces")
-    evalset = load_evalset(args.dataset, split=args.split)
+    _common.docs_options(args)
+    dataset = str(_common.generated_set(args, progress=not args.json)) if args.docs else args.dataset
+    evalset = load_evalset(dataset, split=args.split)
     report, embedder = _common.build(args, evalset.documents, progress=not args.json, dense=needs_vectors(args.retriever))
     depth = chunk_depth(report.index, DOCS_PER_QUERY)
     runs = run_queries(evalset, report.index, embedder, config, depth, progress=sys.stderr.isatty(), workspace=_common.workspace(args))
@@ -51,6 +53,7 @@ def run(args: argparse.Namespace) -> int:
         write_jsonl((r.trace for r in runs), args.traces)
     out = {
         "dataset": evalset.name,
+        "generated": generated_note(evalset.source),
         "retriever": config.retriever,
         "fusion": config.fusion.method if config.retriever == "hybrid" else None,
         "chunker": report.index.manifest.chunker.label,
@@ -65,6 +68,8 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(out))
         return 0
     print(f"{evalset.name}  retriever={tag}  chunks={out['chunker']}  queries={len(runs)}")
+    if out["generated"]:
+        print(f"  figures from a generated set: {out['generated']}")
     print("  " + "  ".join(f"{m:>10}" for m in METRICS))
     print("  " + "  ".join(f"{metrics[m]:>10.4f}" for m in METRICS))
     lat = out["latency_ms"]

@@ -18,6 +18,7 @@ TABLE_ROWS = 15
 def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p = subparsers.add_parser("sweep", help="sweep configurations, pick the cheapest one that passes the gates")
     p.add_argument("--dataset", help="a BEIR folder or ragopt evaluation set (default: the shipped hospital set)")
+    _common.add_docs_args(p)  # documents without questions: a set is generated from them first (ragopt synth)
     p.add_argument("--config", help="a sweep TOML (default: pipelines/hospital-sweep.toml for the shipped set)")
     p.add_argument("--out", default="runs/sweep", help="output folder (default: runs/sweep)")
     p.add_argument("--gate", action="append", default=[], metavar="EXPR", help="e.g. recall@10>=0.9 (repeatable; adds to the config's)")
@@ -59,11 +60,13 @@ def load_config(args: argparse.Namespace):  # type: ignore[no-untyped-def]
     from ragopt.eval.sweep import SweepConfig
     from ragopt.plan import validate_stage_values
 
-    config_path = args.config or (SHIPPED_CONFIG if not args.dataset and SHIPPED_CONFIG.exists() else None)
+    if args.docs and args.dataset:
+        raise InputError("give --dataset (questions) or --docs (documents to generate them from), not both", field="--docs")
+    config_path = args.config or (SHIPPED_CONFIG if not (args.dataset or args.docs) and SHIPPED_CONFIG.exists() else None)
     data = SweepConfig().model_dump(mode="json") if config_path is None else load_toml(config_path, SweepConfig).model_dump(mode="json")
     source = str(config_path or "command line")
-    if args.dataset:
-        data["dataset"] = args.dataset
+    if args.dataset or args.docs:
+        data["dataset"] = args.dataset or args.docs  # --docs: replaced by the generated set's folder in run()
     elif not data.get("dataset"):
         data["dataset"] = str(SHIPPED_DATASET)
     elif config_path is not None and not Path(data["dataset"]).is_absolute():
@@ -232,6 +235,8 @@ def run(args: argparse.Namespace) -> int:
 
     config = load_config(args)
     baseline = SweepResults.load(config.baseline.path) if config.baseline else None  # read before any work
+    if args.docs:
+        config = config.model_copy(update={"dataset": str(_common.generated_set(args, config.seed, not args.no_progress))})
     if config.select_split:
         evalset = load_evalset(config.dataset, split=config.select_split)
         report_set, report_name = load_evalset(config.dataset, split=config.report_split), config.report_split
@@ -267,6 +272,8 @@ def run(args: argparse.Namespace) -> int:
 
     print(f"{evalset.name}: {len(evalset.documents)} documents, {len(evalset.queries)} queries, "
           f"{len(results.trials)} trials in {outcome.seconds:.1f} s")
+    if results.dataset.generated:
+        print(f"figures from a generated set: {results.dataset.generated}")
     print(f"objective: {results.objective}")
     print(f"gates: {', '.join(results.gates) or '(none)'}")
     for line in table_lines(results):

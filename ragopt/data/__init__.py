@@ -6,7 +6,25 @@ from pathlib import Path
 
 from ragopt.data.evalset import EvalQuery, EvalSet, Evidence
 
-__all__ = ["EvalQuery", "EvalSet", "Evidence", "load_evalset"]
+__all__ = ["EvalQuery", "EvalSet", "Evidence", "SYNTH_RECORD", "generated_note", "load_evalset"]
+
+SYNTH_RECORD = "synth.json"  # beside a generated set's questions: how they were generated (ragopt/synth)
+
+
+def generated_note(source: str | Path) -> str | None:
+    """For a set that ragopt synth generated, one line saying so and how; None for any other set."""
+    import json
+
+    folder = Path(source) if Path(source).is_dir() else Path(source).parent
+    try:
+        record = json.loads((folder / SYNTH_RECORD).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    rt = record.get("filters", {}).get("round_trip", {})
+    trip = f"round trip {rt.get('retriever')}@{rt.get('top_k')}" if rt.get("enabled") else "no round trip"
+    return (f"questions made by the {record.get('generator')} generator ({record.get('model_fingerprint')}, "
+            f"prompt {record.get('prompt_version')}, seed {record.get('seed')}, {trip}) from {record.get('source')}, "
+            "not asked by people")
 
 
 def load_evalset(path: str | Path, split: str = "test") -> EvalSet:

@@ -40,7 +40,7 @@ def load_documents(options: DocsOptions, *, progress: bool = False) -> LoadRepor
         report = load_langchain_target(options.path.removeprefix(LANGCHAIN_PREFIX))
     else:
         report = load_path(options.path, options.on_error, progress=progress)
-    report.documents = apply_access(report.documents, access)
+    report.documents = apply_access(report.documents, access, report.owned)
     return report
 
 

@@ -11,7 +11,8 @@
 
 In a corpus that has tenants (a rule names one, or a corpus.jsonl document carries one), every file must be
 covered by a rule: a file no rule covers is an error naming it, never silently visible to everyone. A
-corpus.jsonl document that names its own tenant or scopes keeps them.
+corpus.jsonl document says its own tenant and scopes (null: shared) and keeps them; a LangChain document
+that carries them in metadata keeps them too.
 """
 
 from __future__ import annotations
@@ -60,11 +61,14 @@ def _owned(doc: Document) -> bool:
     return doc.tenant is not None or bool(doc.scopes)
 
 
-def apply_access(docs: list[Document], access: LoadedMap | None) -> list[Document]:
-    """Documents with the tenant and scopes their file's rule gives; see the module for the rules."""
+def apply_access(docs: list[Document], access: LoadedMap | None, owned: set[str] = frozenset()) -> list[Document]:  # type: ignore[assignment]
+    """Documents with the tenant and scopes their file's rule gives (`owned` ids keep their own); see the module."""
     has_tenants = any(d.tenant is not None for d in docs) or bool(access and any(r.tenant for r in access.rules))
     out = []
     for doc in docs:
+        if doc.id in owned:
+            out.append(doc)
+            continue
         source = doc.metadata.get("source")
         rule = access.rule_for(str(source)) if access and source is not None else None
         if rule is not None and not _owned(doc):

@@ -84,6 +84,8 @@ def load_path(spec: str, on_error: Literal["fail", "skip"], *, progress: bool = 
             raise InputError(f"{where}{first.reason}{more}; --on-error skip leaves such files out", path=path)
         report.skipped.extend(problems)
         report.documents.extend(docs)
+        if is_corpus:
+            report.owned.update(d.id for d in docs)
     _check_unique(report.documents)
     if not report.documents:
         raise InputError("no documents to index" + (f" ({len(report.skipped)} skipped)" if report.skipped else ""),

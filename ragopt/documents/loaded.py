@@ -35,6 +35,7 @@ class LoadReport:
     files: int = 0  # files read (or LangChain documents taken)
     skipped: list[Problem] = field(default_factory=list)
     ignored: dict[str, int] = field(default_factory=dict)  # extension -> files of no supported kind in a folder
+    owned: set[str] = field(default_factory=set)  # ids whose tenant and scopes came with the data (corpus.jsonl)
 
     def summary(self) -> str:
         """One line: what was read, what was left out."""

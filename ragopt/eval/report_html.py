@@ -228,6 +228,7 @@ def render_html(results: SweepResults, latencies: Latencies | None = None) -> st
         "<h1>ragopt sweep report</h1>",
         f"<p class='meta'>Dataset <b>{_e(ds.name)}</b> · {ds.n_documents:,} documents · {ds.n_queries:,} queries · "
         f"{len(results.trials)} trials · {_e(results.created_at)}</p>",
+        *([f"<p class='meta'><b>Figures from a generated set:</b> {_e(ds.generated)}</p>"] if ds.generated else []),
     ]
     gates_line = ", ".join(f"<code>{_e(g)}</code>" for g in results.gates) or "none"
     pairs = citation_floor_pairs(results.trials)

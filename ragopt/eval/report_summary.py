@@ -47,6 +47,7 @@ def render_summary(results: SweepResults) -> str:
         f"Dataset **{ds.name}** ({ds.n_documents:,} documents, {ds.n_queries:,} queries; "
         f"fingerprint `{ds.fingerprint}`), {len(results.trials)} trials, {results.created_at}.",
         "",
+        *([f"**Figures from a generated set:** {ds.generated}.", ""] if ds.generated else []),
         f"**Objective:** {results.objective}.",
         "",
         "**Gates:** " + (", ".join(f"`{g}`" for g in results.gates) if results.gates else "none"),

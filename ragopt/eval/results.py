@@ -45,6 +45,7 @@ class DatasetInfo(_Model):
     fingerprint: str
     n_documents: int
     n_queries: int
+    generated: str | None = Field(None, description="for a generated set (ragopt synth): how its questions were made")
 
 
 class Versions(_Model):

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from ragopt.config import fingerprint
-from ragopt.data import EvalSet
+from ragopt.data import EvalSet, generated_note
 from ragopt.errors import InputError
 from ragopt.eval.gates import check_known, evaluate_gates, objective_for, select
 from ragopt.eval.judged import SweepJudge
@@ -159,7 +159,7 @@ def _results(evalset: EvalSet, requested: SweepConfig, config: SweepConfig, embe
         dataset=DatasetInfo(
             name=evalset.name, path=evalset.source,
             fingerprint=fingerprint([d.model_dump(mode="json") for d in evalset.documents]) + ":" + fingerprint(qrels),
-            n_documents=len(evalset.documents), n_queries=len(evalset.queries),
+            n_documents=len(evalset.documents), n_queries=len(evalset.queries), generated=generated_note(evalset.source),
         ),
         versions=Versions.collect(),
         models={

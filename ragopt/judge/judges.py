@@ -26,6 +26,9 @@ from ragopt.judge.verdicts import LABELS, SYSTEM, VERDICT_SCHEMA, Verdict, Verdi
 from ragopt.resources import Resources
 
 JudgeKind = Literal["none", "support", "llama", "http"]
+# room for the whole JSON verdict even where the schema's grammar admits its most whitespace (llama.cpp allows
+# up to 22 characters per gap): a model that writes it compactly stops after about 8 tokens anyway
+STRUCTURED_MAX_TOKENS = 160
 
 
 class JudgeConfig(StrictModel):
@@ -122,6 +125,10 @@ class HttpJudge:
 
         if not config.url:
             raise InputError("the http judge needs a URL", field="--judge-url")
+        try:
+            import httpx  # noqa: F401
+        except ImportError:
+            raise InputError("the http judge needs httpx: pip install 'ragopt[serve]'", field="--judge") from None
         self.config = config
         self.base_url = config.url.rstrip("/").removesuffix("/v1")
         key = os.environ.get(config.api_key_env)
@@ -160,7 +167,7 @@ class HttpJudge:
 
     def _body(self, request: VerdictRequest, structured: bool) -> dict[str, Any]:
         body: dict[str, Any] = {"model": self.config.served_model, "messages": messages(request), "temperature": 0.0,
-                                "seed": 0, "max_tokens": 16 if structured else 3, "cache_prompt": True}
+                                "seed": 0, "max_tokens": STRUCTURED_MAX_TOKENS if structured else 3, "cache_prompt": True}
         if structured:
             body["response_format"] = {"type": "json_schema",
                                        "json_schema": {"name": "verdict", "strict": True, "schema": VERDICT_SCHEMA}}

@@ -21,6 +21,7 @@ from ragopt.cache import Cache, CacheKey
 from ragopt.errors import InputError
 from ragopt.judge.judges import Judge
 from ragopt.judge.verdicts import PROMPT_VERSION, Kind, Verdict, VerdictRequest, answer_requests
+from ragopt.stages.citations import strip_markers
 
 NAMESPACE = "judge-verdict"
 METRICS: dict[str, Kind] = {"faithfulness": "claim", "answer_correctness": "correctness", "context_relevance": "context"}
@@ -77,7 +78,6 @@ class JudgeTotals:
 
 def answer_sentences(answer: str) -> list[str]:
     """The answer's sentences to judge: markers removed, sentences without a word (a lone "[2].") dropped."""
-    from ragopt.stages.citations import strip_markers
     from ragopt.text import sentences, words
 
     return [s for s in (strip_markers(x) for x in sentences(answer)) if words(s)]
@@ -90,7 +90,8 @@ def verdict_key(judge: Judge, request: VerdictRequest) -> CacheKey:
 def plan_requests(items: Sequence[JudgeItem], metrics: Sequence[str]) -> tuple[list[list[VerdictRequest]], list[list[str]]]:
     kinds = [METRICS[m] for m in metrics]
     sentences = [list(it.sentences) if it.sentences is not None else answer_sentences(it.answer) for it in items]
-    requests = [answer_requests(it.question, it.passages, ss, it.answer, it.reference, kinds)
+    # correctness judges the answer without its citation markers: the same words cited differently agree alike
+    requests = [answer_requests(it.question, it.passages, ss, strip_markers(it.answer), it.reference, kinds)
                 for it, ss in zip(items, sentences)]
     return requests, sentences
 

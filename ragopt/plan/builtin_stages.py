@@ -36,6 +36,9 @@ class GenerateConfig(StrictModel):
     generator: Literal["none", "extractive", "llama"] = knob("none", sweep=["extractive", "llama"])
     citations: Literal["free", "grammar"] = knob("free", sweep=["free", "grammar"],
                                                  description='llama: "grammar" forces every sentence to end with [n]')
+    speculative: Literal["off", "prompt_lookup"] = knob("off", sweep=["off", "prompt_lookup"],
+                                                        description='llama: "prompt_lookup" drafts from the prompt, verified greedily')
+    draft_tokens: int = knob(4, sweep=[2, 4, 8], ge=1, le=32, description="llama, prompt_lookup: most draft tokens per step")
     llama: dict[str, Any] = Field(default_factory=lambda: {"max_tokens": 128},
                                   description="llama settings (ragopt.stages.generate_llama.GeneratorConfig: model, n_ctx, ...)")
 
@@ -47,7 +50,10 @@ class GenerateConfig(StrictModel):
     def llama_config(self) -> Any:
         from ragopt.stages.generate_llama import GeneratorConfig
 
-        return GeneratorConfig.model_validate({**self.llama, "citations": self.citations})
+        knobs = {"citations": self.citations, "speculative": self.speculative, "draft_tokens": self.draft_tokens}
+        for key in knobs.keys() & self.llama.keys():  # one place for each: the sweepable knob
+            raise ValueError(f"llama.{key} is set as stages.generate.{key}, not inside llama")
+        return GeneratorConfig.model_validate({**self.llama, **knobs})
 
 
 def _generator_kind(ctx: BuildContext) -> str:

@@ -34,7 +34,8 @@ class ServeOptions:
     parallel: int = 1
     threads: int = 1
     n_ctx: int = 2048
-    max_tokens: int = 256
+    max_tokens: int = 128
+    speculative: Literal["off", "prompt_lookup"] = "off"
     dataset: str | None = None
     docs: DocsOptions | None = None  # your own documents instead of a dataset's corpus
     split: str = "test"
@@ -132,7 +133,8 @@ def _inprocess(name: str, model: str | None, opts: ServeOptions) -> tuple[Backen
     from ragopt.gguf_meta import model_fingerprint, model_shape, resolve_model
     from ragopt.stages.generate_llama import GeneratorConfig, LlamaGenerator
 
-    config = GeneratorConfig(model=model, n_ctx=opts.n_ctx, max_tokens=opts.max_tokens, n_threads=opts.threads)
+    config = GeneratorConfig(model=model, n_ctx=opts.n_ctx, max_tokens=opts.max_tokens, n_threads=opts.threads,
+                             speculative=opts.speculative)
     path = resolve_model(config.model)
     gen = LlamaGenerator(config, name="generate")
     stages = [gen.prompt_stage(), gen]  # the generator reads the prompt its own stage fits to its model

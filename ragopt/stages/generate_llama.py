@@ -11,24 +11,31 @@ requests take turns through its FIFO lock. Per request the stage
 1. refuses it with `AdmissionError` when prompt + max_tokens tokens of KV exceed `kv_budget_bytes`
    (`ragopt.capacity` arithmetic; the pipeline's fallback then answers);
 2. waits for the model (`queue_ms`), refusing at once when `max_waiting` requests already wait;
-3. reuses the KV of the longest common token prefix with the previous request, but only up to the
-   tenant-neutral part when the previous request belonged to another (tenant, scopes); optionally restores
-   a saved per-tenant hot prefix (bounded bytes, keyed by `CacheKey` with tenant and scopes);
-4. streams tokens to `state.on_token`, stops at EOS, a stop string, max_tokens or the request's deadline
-   (then the answer is marked incomplete, finish_reason "deadline"); with `citations="grammar"` a GBNF
-   grammar makes every sentence end with a valid [n] (`ragopt.backends.citation_grammar`).
+3. reuses the live KV of the previous request's prompt in whole n_batch chunks from position 0, so that
+   every reuse pattern (a repeated question, a retry after a cut-off answer, a follow-up, a shared system
+   prompt, a saved prefix) decodes the same greedy tokens as a cold engine (`Engine.reusable_prefix`); only
+   up to the tenant-neutral part when the previous request belonged to another (tenant, scopes);
+   optionally restores a saved per-tenant hot prefix (bounded bytes, keyed by `CacheKey` with tenant and
+   scopes);
+4. decodes greedily (with `speculative="prompt_lookup"`: drafts looked up in the prompt and verified in one
+   batch, `ragopt.backends.llama_decode`) or through llama.cpp's sampler chain, streams tokens to
+   `state.on_token`, stops at EOS, a stop string, a repetition loop (`repeat_stop`), max_tokens or the
+   request's deadline (then the answer is marked incomplete, finish_reason "deadline"); with
+   `citations="grammar"` a GBNF grammar makes every sentence end with a valid [n]
+   (`ragopt.backends.citation_grammar`).
 
 Measurements (one definition each, see `ragopt.trace.GENERATION_ATTRS`): `ttft_ms` is wall-clock from the
 request's arrival (`RequestState.arrival`, before queueing) to the first generated token; `queue_ms` the
-wait for the model; `prefill_ms` llama.cpp's own prompt-evaluation counter; `tpot_ms` the wall-clock
-between the first and the last token over (tokens - 1). Prefill itself is one llama.cpp call and is not
+wait for the model; `prefill_ms` llama.cpp's own counters read right after the prompt's evaluation; `tpot_ms`
+the wall-clock between the first and the last token over (tokens - 1); `drafted_tokens`/`accepted_tokens`
+what speculation proposed and kept; `repetition_tokens_saved` the output budget left when a loop was stopped. Prefill itself is one llama.cpp call and is not
 interrupted: a deadline that passes during prefill stops generation at the first token.
 """
 
 from __future__ import annotations
 
-import codecs
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, Literal
 
@@ -36,6 +43,7 @@ from pydantic import Field, model_validator
 
 from ragopt import capacity
 from ragopt.backends.citation_grammar import citation_grammar
+from ragopt.backends.llama_decode import Decoder
 from ragopt.backends.llama_engine import (  # noqa: F401 - re-exported: callers import them from here
     Engine,
     FifoLock,
@@ -45,6 +53,8 @@ from ragopt.backends.llama_engine import (  # noqa: F401 - re-exported: callers 
     gpu_layers,
     load_engine,
 )
+from ragopt.backends.repetition import RepetitionStop
+from ragopt.backends.text_stream import StopFilter, StreamedText
 from ragopt.cache import CacheKey
 from ragopt.config import StrictModel, knob
 from ragopt.errors import InputError
@@ -55,6 +65,7 @@ from ragopt.stages.prompt import BuildPrompt, FittedPrompt, PromptConfig
 from ragopt.types import Answer
 
 MiB = 2**20
+Owner = tuple[str | None, tuple[str, ...]]  # (tenant, scopes) of a request
 
 
 class GeneratorConfig(StrictModel):
@@ -75,7 +86,17 @@ class GeneratorConfig(StrictModel):
     stop: tuple[str, ...] = ()
     n_threads: int = Field(1, gt=0)
     n_gpu_layers: int | None = Field(0, ge=-1, description="layers offloaded to a GPU: -1 all, None all when this build can")
-    n_batch: int = Field(512, gt=0)
+    n_batch: int = Field(64, gt=0, description="prompt evaluation batch; KV is reused in whole batches from position 0 "
+                         "(so answers do not depend on what was cached), so smaller batches reuse more")
+    speculative: Literal["off", "prompt_lookup"] = knob(
+        "off",
+        sweep=["off", "prompt_lookup"],
+        description='"prompt_lookup": drafts copied from the prompt and answer (n-gram lookup), verified against the '
+                    "model's greedy choice in one batch (greedy decoding only)",
+    )
+    draft_tokens: int = knob(4, sweep=[2, 4, 8], ge=1, le=32, description="prompt_lookup: most draft tokens verified per step")
+    repeat_stop: int = Field(3, ge=0, description="stop when the answer's latest repeat_stop_ngram tokens occurred this often in it (0 = off)")
+    repeat_stop_ngram: int = Field(8, ge=2, description="the n-gram length repeat_stop counts")
     kv_type: Literal["f16", "f32", "q8_0"] = "f16"
     kv_budget_bytes: int | None = Field(None, gt=0, description="admission: refuse requests whose KV need exceeds this")
     queue_timeout_s: float | None = Field(None, gt=0, description="give up waiting for the model after this (also bounded by the deadline)")
@@ -89,6 +110,11 @@ class GeneratorConfig(StrictModel):
     def _room_for_a_prompt(self) -> "GeneratorConfig":
         if self.max_tokens >= self.n_ctx:
             raise ValueError(f"max_tokens ({self.max_tokens}) must be smaller than n_ctx ({self.n_ctx}): the prompt needs room")
+        if self.speculative != "off" and self.draft_tokens >= self.n_batch:
+            raise ValueError(f"draft_tokens ({self.draft_tokens}) must be smaller than n_batch ({self.n_batch}): "
+                             "a verification batch holds the last token and the draft")
+        if self.repeat_stop == 1:
+            raise ValueError("repeat_stop must be 0 (off) or at least 2: a first occurrence is no repetition")
         return self
 
     @property
@@ -120,38 +146,6 @@ def get_engine(config: GeneratorConfig, resources: Resources) -> Engine:
     )
 
 
-class _StopFilter:
-    """Incremental UTF-8 decoding plus stop strings: emits text only once it cannot be the start of a stop string."""
-
-    def __init__(self, stops: tuple[str, ...]):
-        self.stops = tuple(s for s in stops if s)
-        self.decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
-        self.pending = ""
-        self.stopped = False
-
-    def feed(self, data: bytes) -> str:
-        self.pending += self.decoder.decode(data)
-        for s in self.stops:
-            i = self.pending.find(s)
-            if i >= 0:
-                out, self.pending, self.stopped = self.pending[:i], "", True
-                return out
-        hold = 0
-        for s in self.stops:
-            for k in range(min(len(s) - 1, len(self.pending)), 0, -1):
-                if self.pending.endswith(s[:k]):
-                    hold = max(hold, k)
-                    break
-        cut = len(self.pending) - hold
-        out, self.pending = self.pending[:cut], self.pending[cut:]
-        return out
-
-    def flush(self) -> str:
-        out = self.pending + self.decoder.decode(b"", final=True)
-        self.pending = ""
-        return out
-
-
 class _EngineRenderer:
     """The generator's model as a prompt `Renderer`, loading it only when the first prompt is built."""
 
@@ -176,13 +170,14 @@ class LlamaGenerator:
     writes = ("answer",)
 
     def __init__(self, config: GeneratorConfig | None = None, resources: Resources | None = None,
-                 name: str = "generate", **overrides: Any):
+                 name: str = "generate", clock: Callable[[], float] = time.perf_counter, **overrides: Any):
         if config is None:
             config = GeneratorConfig(**overrides)
         elif overrides:
             config = GeneratorConfig.model_validate({**config.model_dump(), **overrides})
         self.config = config
         self.name = name
+        self.clock = clock  # TTFT, TPOT and queue time; a request's arrival must come from the same clock
         self._owns_resources = resources is None
         self.resources = Resources() if resources is None else resources
 
@@ -218,13 +213,12 @@ class LlamaGenerator:
     def run(self, state: RequestState) -> RequestState:
         cfg = self.config
         if state.arrival is None:  # run on its own, not through a Pipeline: the request arrives now
-            state.arrival = time.perf_counter()
+            state.arrival = self.clock()
         fitted = state.prompt
         if not isinstance(fitted, FittedPrompt):
             raise TypeError(f"{self.name!r} generates from a fitted prompt: put generator.prompt_stage() before it")
         engine = self.engine
         usage = state.usage
-        owner = (state.query.tenant, tuple(state.query.scopes))
         tokens = fitted.tokens
         max_tokens = min(cfg.max_tokens, engine.n_ctx - len(tokens))
         if max_tokens <= 0:
@@ -236,41 +230,41 @@ class LlamaGenerator:
         if cfg.kv_budget_bytes is not None:
             capacity.admit(engine.shape, len(tokens), max_tokens, cfg.kv_budget_bytes, cfg.kv_type)
 
-        # 2. wait for the model
+        # 2. wait for the model, 3. generate
+        self._acquire(engine, state)
+        try:
+            remaining = state.remaining_s()
+            if remaining is not None and remaining <= 0:
+                raise QueueTimeout("the deadline passed while waiting for the model")
+            decoded = self._generate(engine, state, fitted, max_tokens)
+        finally:
+            engine.lock.release()
+
+        # 4. the answer and its citations
+        numbered = {p.number: p.hit.chunk for p in fitted.passages}
+        citations = parse_citations(decoded.text, numbered)
+        incomplete = decoded.finish == "deadline"
+        state.answer = Answer(text=decoded.text.strip(), citations=citations, incomplete=incomplete,
+                              finish_reason=decoded.finish, generator=f"llama:{engine.path.name}")
+        usage.tokens_in = len(tokens)
+        usage.tokens_out = decoded.n_out
+        usage.attrs.update({"incomplete": incomplete, "finish_reason": decoded.finish, "invalid_citations": invalid_markers(citations)})
+        return state
+
+    def _acquire(self, engine: Engine, state: RequestState) -> None:
+        """Take the model's turn-taking lock within the queue timeout and the deadline; queue_ms is the wait."""
+        cfg = self.config
         if cfg.max_waiting is not None and engine.lock.waiting >= cfg.max_waiting:
             raise Overloaded(f"{engine.lock.waiting} requests already wait for {engine.path.name}")
         timeout = cfg.queue_timeout_s
         remaining = state.remaining_s()
         if remaining is not None:
             timeout = remaining if timeout is None else min(timeout, remaining)
-        t_queue = time.perf_counter()
+        t_queue = self.clock()
         acquired = engine.lock.acquire(timeout)
-        usage.attrs["queue_ms"] = (time.perf_counter() - t_queue) * 1000
+        state.usage.attrs["queue_ms"] = (self.clock() - t_queue) * 1000
         if not acquired:
-            raise QueueTimeout(f"model busy: waited {usage.attrs['queue_ms']:.0f} ms, past the deadline or queue timeout")
-        try:
-            remaining = state.remaining_s()
-            if remaining is not None and remaining <= 0:
-                raise QueueTimeout("the deadline passed while waiting for the model")
-            text, finish, n_out = self._generate(engine, state, fitted, owner, max_tokens)
-        finally:
-            engine.lock.release()
-
-        # 3. the answer and its citations
-        numbered = {p.number: p.hit.chunk for p in fitted.passages}
-        citations = parse_citations(text, numbered)
-        incomplete = finish == "deadline"
-        state.answer = Answer(
-            text=text.strip(),
-            citations=citations,
-            incomplete=incomplete,
-            finish_reason=finish,
-            generator=f"llama:{engine.path.name}",
-        )
-        usage.tokens_in = len(tokens)
-        usage.tokens_out = n_out
-        usage.attrs.update({"incomplete": incomplete, "finish_reason": finish, "invalid_citations": invalid_markers(citations)})
-        return state
+            raise QueueTimeout(f"model busy: waited {state.usage.attrs['queue_ms']:.0f} ms, past the deadline or queue timeout")
 
     def _grammar(self, fitted: FittedPrompt) -> Any:
         """The citation grammar for this prompt's passages, or None (free decoding, or nothing to cite)."""
@@ -280,148 +274,127 @@ class LlamaGenerator:
 
         return LlamaGrammar.from_string(citation_grammar(len(fitted.passages)), verbose=False)
 
-    def _generate(
-        self,
-        engine: Engine,
-        state: RequestState,
-        fitted: FittedPrompt,
-        owner: tuple[str | None, tuple[str, ...]],
-        max_tokens: int,
-    ) -> tuple[str, str, int]:
-        import llama_cpp
-
+    def _decoder(self, engine: Engine, fitted: FittedPrompt, usage: Any) -> Decoder:
+        """Greedy argmax (with prompt lookup when configured) or llama-cpp-python's sampler chain."""
         cfg = self.config
-        llm = engine.llm
+        grammar = self._grammar(fitted)
+        greedy = cfg.temperature == 0 and cfg.repeat_penalty == 1.0 and grammar is None
+        speculative = cfg.speculative if greedy else "off"  # verification reproduces greedy choices only
+        usage.attrs["speculative"] = speculative
+        if greedy:
+            return Decoder(engine, fitted.tokens, draft_tokens=cfg.draft_tokens if speculative == "prompt_lookup" else 0)
+        engine.llm.set_seed(cfg.seed)
+        sampler = engine.llm._init_sampler(top_k=cfg.sampling_top_k, top_p=cfg.top_p, min_p=cfg.min_p, temp=cfg.temperature,
+                                           repeat_penalty=cfg.repeat_penalty, grammar=grammar)
+        return Decoder(engine, fitted.tokens, sampler=sampler)
+
+    def _generate(self, engine: Engine, state: RequestState, fitted: FittedPrompt, max_tokens: int) -> StreamedText:
+        """Prefill what cannot be reused, then decode; a failure leaves a clean KV for the next request."""
         usage = state.usage
         tokens = fitted.tokens
-        usage.attrs["citations"] = cfg.citations
-        grammar = self._grammar(fitted)
-
+        usage.attrs["citations"] = self.config.citations
+        owner = (state.query.tenant, tuple(state.query.scopes))
         # tenant isolation of the live KV: another owner's tokens are reusable only up to the neutral prefix
         if engine.owner is not None and engine.owner != owner:
             engine.truncate(min(engine.public_tokens, fitted.public_prefix_tokens))
         # from here on the live KV holds this owner's tokens, whatever happens below
         engine.owner = owner
         engine.public_tokens = fitted.public_prefix_tokens
-
-        llama_cpp.llama_perf_context_reset(llm.ctx)
+        engine.reset_counters()
         try:
-            hot, hot_evaluated = self._hot_prefix(engine, fitted, owner)
+            start, hot_evaluated = self._reuse(engine, fitted, owner, usage)
+            logits = engine.eval_prompt(tokens, start)
+            prefill = engine.counters()  # before any decode step: prompt evaluation only
+            decoder = self._decoder(engine, fitted, usage)
+            decoded = self._decode(engine, state, decoder.tokens(logits), max_tokens)
         except BaseException:
-            engine.truncate(0)
+            engine.truncate(0)  # a failed decode or a failing on_token: start the next request from a clean KV
             raise
+        engine.requests += 1
+        evaluated = hot_evaluated + len(tokens) - start
+        usage.attrs.update({
+            "prompt_tokens_evaluated": evaluated,
+            "reused_tokens": len(tokens) - evaluated,
+            "reused_fraction": (len(tokens) - evaluated) / len(tokens),
+            # llama.cpp's own count: batches of one token (a 1-token last chunk) are its "eval", reported as >= 1
+            "prefill_tokens": int(prefill.n_p_eval) + (int(prefill.n_eval) if prefill.t_eval_ms > 0 else 0),
+            "prefill_ms": float(prefill.t_p_eval_ms + prefill.t_eval_ms),
+            "drafted_tokens": decoder.counts.drafted,
+            "accepted_tokens": decoder.counts.accepted,
+            "acceptance_rate": decoder.counts.accepted / decoder.counts.drafted if decoder.counts.drafted else None,
+            "decode_steps": decoder.counts.steps,
+        })
+        usage.attrs.update(decoded.timing_attrs(state.arrival))
+        return decoded
+
+    def _reuse(self, engine: Engine, fitted: FittedPrompt, owner: Owner, usage: Any) -> tuple[int, int]:
+        """Where prompt evaluation starts (live KV reused up to there) and the prompt tokens a saved-prefix miss
+        evaluated; records the hot-prefix outcome."""
+        start = engine.reusable_prefix(fitted.tokens)
+        hot, hot_start, hot_evaluated = self._hot_prefix(engine, fitted, owner, start)
         usage.attrs["hot_prefix"] = hot
         if hot == "hit":
             usage.cache_hits += 1
         elif hot == "miss":
             usage.cache_misses += 1
+        return max(start, hot_start), hot_evaluated
 
-        # what llama-cpp-python's generate() will reuse (it re-evaluates one token when the whole prompt matches)
-        live = engine.live_prefix(tokens)
-        exact = live == len(tokens) == llm.n_tokens and not getattr(llm, "_requires_eval", True)
-        reused_by_generate = len(tokens) if exact else (live - 1 if live == len(tokens) else live)
-
-        llm.set_seed(cfg.seed)
-        stop = _StopFilter(cfg.stop)
-        pieces: list[str] = []
-        n_out = 0
-        finish = "length"
-        t_first = t_last = None
-        gen = llm.generate(
-            tokens,
-            top_k=cfg.sampling_top_k,
-            top_p=cfg.top_p,
-            min_p=cfg.min_p,
-            temp=cfg.temperature,
-            repeat_penalty=cfg.repeat_penalty,
-            grammar=grammar,
-        )
-        try:
-            for token in gen:
-                now = time.perf_counter()
-                if t_first is None:
-                    t_first = now
-                if engine.is_eog(token):
-                    finish = "stop"
-                    break
-                t_last = now
-                n_out += 1
-                out = stop.feed(engine.piece(token))
-                if out:
-                    pieces.append(out)
-                    if state.on_token is not None:
-                        state.on_token(out)
-                if stop.stopped:
-                    finish = "stop"
-                    break
-                if n_out >= max_tokens:
-                    finish = "length"
-                    break
-                remaining = state.remaining_s()
-                if remaining is not None and remaining <= 0:
-                    finish = "deadline"
-                    break
-        except BaseException:
-            gen.close()
-            engine.truncate(0)  # a failed decode or a failing on_token: start the next request from a clean KV
-            raise
-        gen.close()
-        if not stop.stopped:
-            tail = stop.flush()
-            if tail:
-                pieces.append(tail)
-                if state.on_token is not None:
-                    state.on_token(tail)
-        engine.requests += 1
-
-        perf = llama_cpp.llama_perf_context(llm.ctx)
-        evaluated = hot_evaluated + len(tokens) - reused_by_generate
-        usage.attrs.update(
-            {
-                "prompt_tokens_evaluated": evaluated,
-                "reused_tokens": len(tokens) - evaluated,
-                "reused_fraction": (len(tokens) - evaluated) / len(tokens) if tokens else 0.0,
-                # llama.cpp counts batches of more than one token as prompt evaluation, single tokens as decode
-                "prefill_tokens": int(perf.n_p_eval),
-                "prefill_ms": float(perf.t_p_eval_ms),
-                "ttft_ms": (t_first - state.arrival) * 1000 if t_first is not None else None,
-                "decode_tokens": n_out,
-                "decode_ms": (t_last - t_first) * 1000 if n_out > 1 else None,
-                "tpot_ms": (t_last - t_first) * 1000 / (n_out - 1) if n_out > 1 else None,
-            }
-        )
-        tpot = usage.attrs["tpot_ms"]
-        usage.attrs["tokens_per_s"] = 1000.0 / tpot if tpot else None
-        return "".join(pieces), finish, n_out
-
-    def _hot_prefix(self, engine: Engine, fitted: FittedPrompt, owner: tuple[str | None, tuple[str, ...]]) -> tuple[str, int]:
-        """Restore or save the KV of the stable prefix (system + tenant text): ("hit" | "miss" | "live" | "off",
-        prompt tokens evaluated here)."""
+    def _decode(self, engine: Engine, state: RequestState, tokens: Iterator[int], max_tokens: int) -> StreamedText:
+        """Stream tokens until end of generation, a stop string, a repetition loop, max_tokens or the deadline."""
         cfg = self.config
-        n = fitted.stable_prefix_tokens
+        stop = StopFilter(cfg.stop)
+        loop = RepetitionStop(cfg.repeat_stop_ngram, cfg.repeat_stop) if cfg.repeat_stop else None
+        out = StreamedText()
+        for token in tokens:
+            now = self.clock()
+            out.t_first = now if out.t_first is None else out.t_first
+            if engine.is_eog(token):
+                out.finish = "stop"
+                break
+            out.t_last = now
+            out.n_out += 1
+            out.emit(stop.feed(engine.piece(token)), state.on_token)
+            if stop.stopped:
+                out.finish = "stop"
+            elif loop is not None and loop.add(token):
+                out.finish = "repetition"
+                state.usage.attrs["repetition_tokens_saved"] = max_tokens - out.n_out
+            elif out.n_out >= max_tokens:
+                out.finish = "length"
+            elif (remaining := state.remaining_s()) is not None and remaining <= 0:
+                out.finish = "deadline"
+            else:
+                continue
+            break
+        if not stop.stopped:
+            out.emit(stop.flush(), state.on_token)
+        return out
+
+    def _hot_prefix(self, engine: Engine, fitted: FittedPrompt, owner: Owner, start: int) -> tuple[str, int, int]:
+        """Restore or save the KV of the stable prefix (system + tenant text), cut to whole chunks so that it
+        is what a cold run computes: ("hit" | "miss" | "live" | "off", where evaluation may start, prompt
+        tokens evaluated here)."""
+        cfg = self.config
+        n = fitted.stable_prefix_tokens // engine.chunk * engine.chunk
         if cfg.hot_prefixes <= 0 or n < cfg.hot_prefix_min_tokens or n >= len(fitted.tokens):
-            return "off", 0
+            return "off", 0, 0
         if engine.prefixes is None:
             engine.prefixes = PrefixStateCache(cfg.hot_prefixes, cfg.hot_prefix_bytes)
-        llm = engine.llm
-        live = engine.live_prefix(fitted.tokens)
-        if live >= n:
-            return "live", 0  # the previous request already left this prefix in the KV
+        if start >= n:
+            return "live", 0, 0  # the previous request already left this prefix in the KV
         prefix = tuple(fitted.tokens[:n])
         key = CacheKey(
             namespace="kv_prefix",
             tenant=owner[0],
             scopes=owner[1],
-            model=f"{engine.model_fingerprint}:{cfg.n_ctx}:{cfg.kv_type}",
+            model=f"{engine.model_fingerprint}:{cfg.n_ctx}:{cfg.n_batch}:{cfg.kv_type}",
             prompt_version=cfg.prompt.prompt_version,
             payload=prefix,
         )
         saved = engine.prefixes.get(key, prefix)
         if saved is not None and engine.restore_sequence(saved):
-            return "hit", 0
-        # miss: evaluate the prefix on its own, save its KV, and let generate() continue from it
-        engine.truncate(live)
-        missing = list(prefix[llm.n_tokens :])
-        llm.eval(missing)
+            return "hit", n, 0
+        # miss: evaluate the prefix on its own (the cold run's chunks), save its KV, continue from it
+        engine.eval_prompt(list(prefix), start)
         engine.prefixes.put(key, SavedPrefix(tokens=prefix, state=engine.save_sequence()))
-        return "miss", len(missing)
+        return "miss", n, n - start

@@ -15,6 +15,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Sequence
 
+from ragopt.backends.llama_decode import Decoder
 from ragopt.stages.generate_llama import Engine, QueueTimeout
 from ragopt.stages.prompt import _prefix_tokens
 
@@ -51,11 +52,12 @@ def complete(
     stop: Sequence[str] = ("\n",),
     timeout_s: float | None = None,
     choices: Sequence[str] | None = None,
+    grammar: str | None = None,
 ) -> Completion:
     """Greedy completion of a two-message chat (public `system`, private `user`) of at most `max_tokens`.
 
     `choices` constrains the output to exactly one of the given strings (a llama.cpp GBNF grammar), which turns
-    the model into a classifier. Raises ValueError when the prompt and `max_tokens` do not fit the context,
+    the model into a classifier; `grammar` (GBNF text) forces any other structure, such as a JSON object. Raises ValueError when the prompt and `max_tokens` do not fit the context,
     QueueTimeout when the lock is not granted within `timeout_s`."""
     if max_tokens <= 0:
         raise ValueError(f"max_tokens must be positive, got {max_tokens}")
@@ -76,7 +78,7 @@ def complete(
         engine.owner = owner
         engine.public_tokens = public
         try:
-            out, n_out, finish = _greedy(engine, tokens, max_tokens, tuple(stop), _grammar(choices))
+            out, n_out, finish = _greedy(engine, tokens, max_tokens, tuple(stop), _grammar(choices, grammar))
         except BaseException:
             engine.truncate(0)
             raise
@@ -86,33 +88,35 @@ def complete(
     return Completion(text=out.strip(), tokens_in=len(tokens), tokens_out=n_out, finish_reason=finish, queue_ms=queue_ms)
 
 
-def _grammar(choices: Sequence[str] | None) -> Any:
-    if choices is None:
+def _grammar(choices: Sequence[str] | None, grammar: str | None = None) -> Any:
+    if choices is None and grammar is None:
         return None
-    if not choices:
+    if choices is not None and not choices:
         raise ValueError("choices must not be empty")
     from llama_cpp import LlamaGrammar
 
-    return LlamaGrammar.from_string("root ::= " + " | ".join(json.dumps(c, ensure_ascii=False) for c in dict.fromkeys(choices)), verbose=False)
+    if grammar is not None:
+        return LlamaGrammar.from_string(grammar, verbose=False)
+    return LlamaGrammar.from_string("root ::= " + " | ".join(json.dumps(c, ensure_ascii=False) for c in dict.fromkeys(choices or ())), verbose=False)
 
 
 def _greedy(engine: Engine, tokens: list[int], max_tokens: int, stop: tuple[str, ...], grammar: Any) -> tuple[str, int, str]:
+    """Greedy decoding through the engine's own prompt evaluation, so a completion does not depend on what the
+    live KV held before (see `Engine.reusable_prefix`); a grammar goes through llama.cpp's sampler chain."""
     decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
     text, n_out, finish = "", 0, "length"
-    gen = engine.llm.generate(tokens, temp=0.0, top_k=1, repeat_penalty=1.0, grammar=grammar)
-    try:
-        for token in gen:
-            if engine.is_eog(token):
-                finish = "stop"
-                break
-            n_out += 1
-            text += decoder.decode(engine.piece(token))
-            body = len(text) - len(text.lstrip())  # a stop string before any text (a leading newline) is skipped
-            cut = min((i for i in (text.find(s, body) for s in stop if s) if i >= 0), default=-1)
-            if cut >= 0:
-                return text[:cut], n_out, "stop"
-            if n_out >= max_tokens:
-                break
-    finally:
-        gen.close()
+    logits = engine.eval_prompt(tokens, engine.reusable_prefix(tokens))
+    sampler = None if grammar is None else engine.llm._init_sampler(temp=0.0, top_k=1, repeat_penalty=1.0, grammar=grammar)
+    for token in Decoder(engine, tokens, sampler=sampler).tokens(logits):
+        if engine.is_eog(token):
+            finish = "stop"
+            break
+        n_out += 1
+        text += decoder.decode(engine.piece(token))
+        body = len(text) - len(text.lstrip())  # a stop string before any text (a leading newline) is skipped
+        cut = min((i for i in (text.find(s, body) for s in stop if s) if i >= 0), default=-1)
+        if cut >= 0:
+            return text[:cut], n_out, "stop"
+        if n_out >= max_tokens:
+            break
     return text + decoder.decode(b"", final=True), n_out, finish

@@ -25,14 +25,23 @@ def test_prefix_state_cache_accounting_and_isolation():
     assert cache.bytes_used == 800
 
 
+def wait_for_waiters(lock: FifoLock, n: int) -> None:
+    """Until n threads wait for the lock: the next one is started only once the previous one queued."""
+    give_up = time.monotonic() + 30
+    while lock.waiting < n:
+        assert time.monotonic() < give_up, f"only {lock.waiting} of {n} waiters queued"
+        time.sleep(0.001)
+
+
 def test_fifo_lock_order_and_timeout():
     lock = FifoLock()
     assert lock.acquire()
-    assert not lock.acquire(timeout=0.01)
+    assert not lock.acquire(timeout=0.01)  # held: a timed wait gives up
+    assert lock.waiting == 0  # and leaves the queue
     order: list[int] = []
 
     def waiter(i: int) -> None:
-        assert lock.acquire(timeout=5)
+        assert lock.acquire(timeout=30)
         order.append(i)
         lock.release()
 
@@ -41,8 +50,7 @@ def test_fifo_lock_order_and_timeout():
         t = threading.Thread(target=waiter, args=(i,))
         t.start()
         threads.append(t)
-        time.sleep(0.02)
-    assert lock.waiting == 3
+        wait_for_waiters(lock, i + 1)  # arrival order is known, not guessed from sleeps
     lock.release()
     for t in threads:
         t.join()

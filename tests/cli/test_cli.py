@@ -277,3 +277,38 @@ def test_sweep_on_ray_without_ray_installed_is_one_line_naming_executor(tmp_path
     line = one_line_error(done, "sweep")
     assert "[--executor]" in line and "pip install 'ragopt[ray]'" in line, line
     assert not (tmp_path / "out").exists() and not ws.exists()
+
+
+GENERATE_BAD_SETTINGS = {  # every generation setting added for speculative decoding and the repetition stop
+    "ask --speculative": (["ask", "--speculative", "sideways", "why?"], "[--speculative]"),
+    "serve --speculative": (["serve", "--api-keys", "{keys}", "--speculative", "sideways"], "[--speculative]"),
+    "sweep knob speculative": (["sweep", "--set", "generate.speculative=off,sideways"], "sideways"),
+    "sweep knob draft_tokens": (["sweep", "--set", "generate.draft_tokens=0"], "greater than or equal to 1"),
+    "llama.repeat_stop": (["sweep", "--config", "{config}"], "repeat_stop must be 0"),
+    "llama.repeat_stop_ngram": (["sweep", "--config", "{config}"], "repeat_stop_ngram"),
+    "llama.n_batch under draft_tokens": (["sweep", "--config", "{config}"], "draft_tokens (4) must be smaller than n_batch (4)"),
+    "llama.speculative inside llama": (["sweep", "--config", "{config}"], "set as stages.generate.speculative"),
+}
+GENERATE_BAD_CONFIGS = {
+    "llama.repeat_stop": 'llama = { repeat_stop = 1 }',
+    "llama.repeat_stop_ngram": 'llama = { repeat_stop_ngram = 1 }',
+    "llama.n_batch under draft_tokens": 'speculative = "prompt_lookup"\nllama = { n_batch = 4 }',
+    "llama.speculative inside llama": 'llama = { speculative = "prompt_lookup" }',
+}
+
+
+@pytest.mark.parametrize("case", list(GENERATE_BAD_SETTINGS))
+def test_a_bad_generation_setting_is_one_line_naming_it(case: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from ragopt.cli import main
+
+    args, needle = GENERATE_BAD_SETTINGS[case]
+    (tmp_path / "keys.json").write_text('{"k": {"tenant": "a", "scopes": []}}')
+    (tmp_path / "sweep.toml").write_text('retrievers = ["bm25"]\n[stages.generate]\ngenerator = ["llama"]\n'
+                                         + GENERATE_BAD_CONFIGS.get(case, "") + "\n")
+    if args[0] == "sweep":
+        args = [*args, "--dataset", str(write_beir(tmp_path / "tiny")), "--out", str(tmp_path / "out")]
+    filled = [a.format(keys=tmp_path / "keys.json", config=tmp_path / "sweep.toml") for a in args]
+    code = main(["--workspace", str(tmp_path / "ws"), *filled])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1 and needle in err[0], err
+    assert not (tmp_path / "out").exists()

@@ -68,7 +68,7 @@ def test_llama_judge_gives_a_readable_verdict_for_every_sentence(tmp_path: Path,
 
 
 @pytest.mark.skipif(find_binary() is None and not os.environ.get("CI"), reason="llama-server not built (scripts/build_llama_server.sh)")
-def test_http_judge_against_a_real_llama_server_uses_structured_output(tmp_path: Path, tiny_gguf: Path) -> None:
+def test_http_judge_against_a_real_llama_server_reads_every_verdict(tmp_path: Path, tiny_gguf: Path) -> None:
     data = write(tmp_path / "in.jsonl", ROWS)
     with LlamaServer(tiny_gguf, ctx_per_slot=1024) as server:
         out = judged(ragopt("judge", "--input", str(data), "--judge-url", server.base_url + "/v1", "--json",

