@@ -66,7 +66,7 @@ def _check_before_work(evalset: EvalSet, config: SweepConfig) -> tuple[list[str]
     gates = check_known(config.gates, names + list(COST_NAMES))
     check_plans([plan for _, plan in config.plans()])  # a bad file, model or budget named by a stage: before any work
     judge = SweepJudge.prepare(config, config.plans(), len(evalset.queries),
-                               sum(1 for q in evalset.queries if q.reference_answer))  # before any work too
+                               sum(1 for q in evalset.queries if q.reference_answer), progress)  # before any work too
     if config.executor == "ray":
         from ragopt.eval.ray_executor import require_ray
 

@@ -181,3 +181,14 @@ def test_device_and_threads_are_the_configured_ones_only_for_the_encode(monkeypa
     assert seen == [2] and torch.get_num_threads() == before  # the caller's thread count comes back
     auto = Embedder(EmbedderConfig(device="auto"), Cache(None))
     assert auto.device == ("cuda" if torch.cuda.is_available() else "cpu")
+
+
+def test_an_english_only_embedder_on_a_mostly_cjk_corpus_gets_one_warning_line() -> None:
+    from ragopt.backends.embeddings import language_warning
+    from ragopt.config import DEFAULT_EMBEDDER
+
+    chinese = ["《战国无双3》是由光荣和ω-force开发的动作游戏。", "上海是中国的经济中心。"]
+    warning = language_warning([DEFAULT_EMBEDDER, DEFAULT_EMBEDDER], chinese)
+    assert warning is not None and "\n" not in warning and "`embedders`" in warning and "English only" in warning
+    assert language_warning([DEFAULT_EMBEDDER], ["Plain English abstracts.", "战国"]) is None  # mostly English
+    assert language_warning(["/models/multilingual-e5"], chinese) is None  # another model: nothing to say

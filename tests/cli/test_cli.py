@@ -71,6 +71,8 @@ BAD_FLAGS = {
     "eval-negative-alpha": (("eval", "--retriever", "bm25", "--alpha=-1"), "[--alpha]", "-1"),
     "eval-save-run-nowhere": (("eval", "--retriever", "bm25", "--save-run", "/nonexistent/run.trec"), "[--save-run]", "folder"),
     "eval-traces-is-a-folder": (("eval", "--retriever", "bm25", "--traces", "/tmp"), "[--traces]", "is a folder"),
+    "eval-unknown-analyzer": (("eval", "--retriever", "bm25", "--analyzer", "klingon"), "[--analyzer]", "'klingon'"),
+    "search-unknown-analyzer": (("search", "--analyzer", "zh", "volcano"), "[--analyzer]", "'chinese'"),
 }
 
 
@@ -282,6 +284,8 @@ def test_sweep_on_ray_without_ray_installed_is_one_line_naming_executor(tmp_path
 GENERATE_BAD_SETTINGS = {  # every generation setting added for speculative decoding and the repetition stop
     "ask --speculative": (["ask", "--speculative", "sideways", "why?"], "[--speculative]"),
     "serve --speculative": (["serve", "--api-keys", "{keys}", "--speculative", "sideways"], "[--speculative]"),
+    "ask --repeat-stop": (["ask", "--repeat-stop", "1", "why?"], "[--repeat-stop]"),
+    "serve --repeat-stop": (["serve", "--api-keys", "{keys}", "--repeat-stop", "-1"], "[--repeat-stop]"),
     "sweep knob speculative": (["sweep", "--set", "generate.speculative=off,sideways"], "sideways"),
     "sweep knob draft_tokens": (["sweep", "--set", "generate.draft_tokens=0"], "greater than or equal to 1"),
     "llama.repeat_stop": (["sweep", "--config", "{config}"], "repeat_stop must be 0"),
