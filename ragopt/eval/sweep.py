@@ -55,7 +55,7 @@ def _check_answer_metrics(names: list[str]) -> None:
         raise InputError("answer metrics need ragas: pip install 'ragopt[answers]'", field="answers")
 
 
-def _check_before_work(evalset: EvalSet, config: SweepConfig) -> tuple[list[str], list[Any], Any]:
+def _check_before_work(evalset: EvalSet, config: SweepConfig, progress: bool) -> tuple[list[str], list[Any], Any]:
     """Everything checkable before any work: metrics, gates, each plan's files and models, the judge, Ray.
     Returns (metric names, gates, judge or None)."""
     with_spans = any(q.evidence and any(e.start is not None for e in q.evidence) for q in evalset.queries)
@@ -90,7 +90,7 @@ def run_sweep(
     from ragopt.resources import Resources
 
     t_start = time.perf_counter()
-    names, gates, judge = _check_before_work(evalset, config)
+    names, gates, judge = _check_before_work(evalset, config, progress)
     requested = config
     config = resolve_trained_models(config, workspace, progress=progress)  # trains what the workspace lacks
     plans = config.plans()
