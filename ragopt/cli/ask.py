@@ -128,7 +128,7 @@ def run(args: argparse.Namespace) -> int:
     saved = _common.saved_plan(args)
     plan, config = _plan(args, saved)
     documents, own = _documents(args, saved)  # read and checked before a model loads
-    resources = Resources(_common.workspace(args))
+    resources = Resources()
     if saved is not None:
         check_saved(saved.model_copy(update={"plan": plan}), documents if own else None,
                     make_embedder(_common.workspace(args), plan.embedder, resources).fingerprint)

@@ -235,7 +235,7 @@ def build_service(opts: ServeOptions, workspace: Path, stack: ExitStack) -> RagS
     check_options(opts)
     settings = opts.settings
     redis_client = _redis(opts, stack)
-    resources = stack.enter_context(Resources(workspace))
+    resources = stack.enter_context(Resources())
     parts = _plan_parts(opts, workspace, resources)
     if parts.backend is not None:
         print(f"generator: the plan's own ({parts.backend.model_id.split(':')[0]}); engine flags unused", file=sys.stderr)
