@@ -19,7 +19,8 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p = subparsers.add_parser("sweep", help="sweep configurations, pick the cheapest one that passes the gates")
     p.add_argument("--dataset", help="a BEIR folder or ragopt evaluation set (default: the shipped hospital set)")
     _common.add_docs_args(p)  # documents without questions: a set is generated from them first (ragopt synth)
-    p.add_argument("--config", help="a sweep TOML (default: pipelines/hospital-sweep.toml for the shipped set)")
+    p.add_argument("--config", help="a sweep TOML (default: pipelines/hospital-sweep.toml for the shipped set, the shipped "
+                                    "config made for --dataset where there is one, e.g. pipelines/cmrc-sweep.toml)")
     p.add_argument("--out", default="runs/sweep", help="output folder (default: runs/sweep)")
     p.add_argument("--gate", action="append", default=[], metavar="EXPR", help="e.g. recall@10>=0.9 (repeatable; adds to the config's)")
     p.add_argument("--chunk-sizes", help="comma-separated token sizes and/or 'whole', e.g. 128,256,whole")
@@ -50,6 +51,19 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     return p
 
 
+def dataset_default_config(dataset: Path) -> Path | None:
+    """The shipped sweep config (pipelines/*.toml) made for `dataset`: its `dataset` is that folder and it says
+    `default_for_dataset = true` (e.g. pipelines/cmrc-sweep.toml for CMRC 2018 dev); None if there is none."""
+    import tomllib
+
+    for path in sorted(SHIPPED_CONFIG.parent.glob("*.toml")):
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+        own = data.get("dataset")
+        if data.get("default_for_dataset") and own and (path.parent / own).resolve() == dataset.resolve():
+            return path
+    return None
+
+
 def _split(value: str) -> list[str]:
     return [v.strip() for v in value.split(",") if v.strip()]
 
@@ -63,6 +77,8 @@ def load_config(args: argparse.Namespace):  # type: ignore[no-untyped-def]
     if args.docs and args.dataset:
         raise InputError("give --dataset (questions) or --docs (documents to generate them from), not both", field="--docs")
     config_path = args.config or (SHIPPED_CONFIG if not (args.dataset or args.docs) and SHIPPED_CONFIG.exists() else None)
+    if config_path is None and args.dataset:
+        config_path = dataset_default_config(Path(args.dataset))
     data = SweepConfig().model_dump(mode="json") if config_path is None else load_toml(config_path, SweepConfig).model_dump(mode="json")
     source = str(config_path or "command line")
     if args.dataset or args.docs:

@@ -38,6 +38,8 @@ class SweepConfig(StrictModel):
     """A search space, its gates and how to select; loadable from TOML (see pipelines/*.toml)."""
 
     dataset: str | None = None
+    default_for_dataset: bool = Field(
+        False, description="a shipped config (pipelines/) that `ragopt sweep --dataset D` uses when D is its dataset and no --config is given")
     split: str = "test"
     chunk_sizes: list[int | Literal["whole"]] = Field(default_factory=lambda: ["whole"])
     chunk_overlaps: list[int] = Field(default_factory=lambda: [0], description="token overlaps, each tried with each size")

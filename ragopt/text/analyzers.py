@@ -105,12 +105,17 @@ class ChineseAnalyzer(EnglishAnalyzer):
     def __call__(self, text: str) -> list[str]:
         keep_all = self.stopwords == "none"
         out: list[str] = []
+        latin: list[int] = []  # positions in `out` of the words outside Han runs, stemmed in one call below
         for han, start, end in self._pieces(text):
-            piece = text[start:end]
             if han:
-                out += [w for w, _, _ in chinese.segment(piece) if keep_all or w not in chinese.STOPWORDS_ZH]
+                out += [w for w, _, _ in chinese.segment(text[start:end]) if keep_all or w not in chinese.STOPWORDS_ZH]
             else:
-                out += super().__call__(piece)
+                found = [w for w in words(text[start:end]) if w not in self._stopwords]
+                latin += range(len(out), len(out) + len(found))
+                out += found
+        if self._stem and latin:
+            for i, stem in zip(latin, self._stem([out[i] for i in latin])):
+                out[i] = stem
         return out
 
     def word_spans(self, text: str) -> list[tuple[int, int]]:

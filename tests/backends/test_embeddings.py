@@ -37,18 +37,18 @@ def test_second_encode_embeds_nothing_and_a_fresh_embedder_never_loads_the_model
     first = Embedder(EmbedderConfig(), Cache(tmp_path / "cache"))
     cold = first.encode(TEXTS)
     assert cold.vectors.shape == (4, 384) and cold.vectors.dtype == np.float32
-    assert (cold.hits, cold.misses) == (0, 4)
+    assert (cold.cache_hits, cold.cache_misses) == (0, 4)
     assert np.allclose(np.linalg.norm(cold.vectors, axis=1), 1.0, atol=1e-5)  # normalized by default
     assert np.allclose(cold.vectors[0], cold.vectors[3])
 
     warm = first.encode(TEXTS)
-    assert (warm.hits, warm.misses) == (4, 0)
+    assert (warm.cache_hits, warm.cache_misses) == (4, 0)
     assert np.array_equal(warm.vectors, cold.vectors)
     first.cache.close()
 
     fresh = Embedder(EmbedderConfig(), Cache(tmp_path / "cache"), NoModels())  # as a new process would start
     again = fresh.encode(list(reversed(TEXTS)))
-    assert (again.hits, again.misses) == (4, 0)
+    assert (again.cache_hits, again.cache_misses) == (4, 0)
     assert np.array_equal(again.vectors, cold.vectors[::-1])
     assert "model" not in fresh.__dict__  # the cached_property was never touched
     with pytest.raises(AssertionError, match="model was loaded"):
@@ -84,10 +84,10 @@ def test_key_includes_the_normalize_flag(tmp_path: Path) -> None:
     resources = Resources()
     normalized = Embedder(EmbedderConfig(normalize=True), cache, resources)
     raw = Embedder(EmbedderConfig(normalize=False), cache, resources)
-    assert normalized.encode(TEXTS[:2]).misses == 2
+    assert normalized.encode(TEXTS[:2]).cache_misses == 2
     out = raw.encode(TEXTS[:2])
-    assert out.misses == 2  # the cached normalized vectors are not served for unnormalized requests
-    assert raw.encode(TEXTS[:2]).misses == 0
+    assert out.cache_misses == 2  # the cached normalized vectors are not served for unnormalized requests
+    assert raw.encode(TEXTS[:2]).cache_misses == 0
     assert normalized._key("x", (None, ())).digest() != raw._key("x", (None, ())).digest()
     cache.close()
 
@@ -181,3 +181,14 @@ def test_device_and_threads_are_the_configured_ones_only_for_the_encode(monkeypa
     assert seen == [2] and torch.get_num_threads() == before  # the caller's thread count comes back
     auto = Embedder(EmbedderConfig(device="auto"), Cache(None))
     assert auto.device == ("cuda" if torch.cuda.is_available() else "cpu")
+
+
+def test_an_english_only_embedder_on_a_mostly_cjk_corpus_gets_one_warning_line() -> None:
+    from ragopt.backends.embeddings import language_warning
+    from ragopt.config import DEFAULT_EMBEDDER
+
+    chinese = ["《战国无双3》是由光荣和ω-force开发的动作游戏。", "上海是中国的经济中心。"]
+    warning = language_warning([DEFAULT_EMBEDDER, DEFAULT_EMBEDDER], chinese)
+    assert warning is not None and "\n" not in warning and "`embedders`" in warning and "English only" in warning
+    assert language_warning([DEFAULT_EMBEDDER], ["Plain English abstracts.", "战国"]) is None  # mostly English
+    assert language_warning(["/models/multilingual-e5"], chinese) is None  # another model: nothing to say
