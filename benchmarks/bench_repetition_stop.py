@@ -8,8 +8,9 @@ asks both the same questions over HTTP (/v1/ask, one request at a time, alternat
 questions of followups.jsonl (all, or the first --followups) (asked on its own, as a client that sends only the last message would).
 
 Reported per setting: answers that ran to max_tokens, answers stopped as a loop, tokens generated, the budget
-left unspent by stopped loops (`repetition_tokens_saved`), and p50 / p95 request latency (wall-clock at the
-client).
+left unspent by stopped loops (`repetition_tokens_saved`: an upper bound, a loop may end on its own), the tokens
+really saved (generated with the stop off minus on), p50 / p95 request latency (wall-clock at the client), and
+per question both finish reasons and token counts.
 """
 
 from __future__ import annotations
@@ -131,11 +132,15 @@ def main() -> int:
             "answers_at_max_tokens": sum(r["finish"] == "length" for r in rows),
             "answers_stopped_as_loop": sum(r["finish"] == "repetition" for r in rows),
             "tokens_generated": sum(r["tokens"] or 0 for r in rows),
-            "tokens_saved": sum(r["saved"] or 0 for r in rows),
+            "budget_left_by_stops": sum(r["saved"] or 0 for r in rows),  # an upper bound: a loop may end on its own
             "latency_ms_p50": pct(ms, 0.5), "latency_ms_p95": pct(ms, 0.95),
             "looped_examples": [r["answer"] for r in rows if r["finish"] in ("repetition",)][:2],
         }
+    report["answers"] = [{"id": a["id"], "on": [a["finish"], a["tokens"]], "off": [b["finish"], b["tokens"]],
+                          "same_text": a["answer"] == b["answer"], "on_text": a["answer"][:300], "off_text": b["answer"][:300]}
+                         for a, b in zip(results[3], results[0])]
     on, off = report["settings"]["repeat_stop=3"], report["settings"]["repeat_stop=0"]
+    on["tokens_saved_vs_off"] = off["tokens_generated"] - on["tokens_generated"]  # what the stop really saved here
     report["p95_ratio_on_over_off"] = on["latency_ms_p95"] / off["latency_ms_p95"]
     report["tokens_ratio_on_over_off"] = on["tokens_generated"] / max(off["tokens_generated"], 1)
     if args.json:
@@ -144,7 +149,7 @@ def main() -> int:
     print(f"{len(qs)} questions through ragopt serve (SmolLM2, {args.threads} thread, max_tokens {args.max_tokens})")
     for name, m in report["settings"].items():
         print(f"  {name}: at max_tokens {m['answers_at_max_tokens']}, stopped as loop {m['answers_stopped_as_loop']}, "
-              f"tokens {m['tokens_generated']} (saved {m['tokens_saved']}), p50 {m['latency_ms_p50']:.0f} ms, p95 {m['latency_ms_p95']:.0f} ms")
+              f"tokens {m['tokens_generated']} (budget left by stops {m['budget_left_by_stops']}), p50 {m['latency_ms_p50']:.0f} ms, p95 {m['latency_ms_p95']:.0f} ms")
     print(f"p95 on/off {report['p95_ratio_on_over_off']:.2f}x, tokens on/off {report['tokens_ratio_on_over_off']:.2f}x")
     return 0
 
