@@ -154,7 +154,7 @@ def main() -> int:
     embedder = make_embedder(ws, EmbedderConfig(threads=1))
     index = build_index(evalset.documents, ChunkerConfig(mode="tokens", size=64, overlap=16), embedder, ws, progress=not args.json).index
     retrieval = Pipeline(retrieval_stages(index, embedder, RetrievalConfig(retriever="hybrid", top_k=5)))
-    resources = Resources(ws)
+    resources = Resources()
     base = GeneratorConfig(model=str(resolve_model(args.model)), n_ctx=2048, max_tokens=args.max_tokens, n_threads=args.threads,
                            draft_tokens=args.draft_tokens)
     gens = {arm: LlamaGenerator(base.model_copy(update={"speculative": arm}), resources) for arm in ARMS}

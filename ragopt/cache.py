@@ -35,7 +35,7 @@ _MISSING = object()
 
 
 class Cache:
-    """A diskcache.Cache that counts hits and misses; `directory=None` keeps everything in memory."""
+    """A diskcache.Cache that counts cache hits and misses (cache_hits, cache_misses); `directory=None` keeps everything in memory."""
 
     def __init__(self, directory: str | Path | None):
         self.directory = Path(directory) if directory is not None else None
@@ -47,15 +47,15 @@ class Cache:
 
             self.directory.mkdir(parents=True, exist_ok=True)
             self._store = diskcache.Cache(str(self.directory), size_limit=8 * 2**30)
-        self.hits = 0
-        self.misses = 0
+        self.cache_hits = 0
+        self.cache_misses = 0
 
     def get(self, key: CacheKey) -> Any:
         value = self._store.get(key.digest(), _MISSING)
         if value is _MISSING:
-            self.misses += 1
+            self.cache_misses += 1
             return None
-        self.hits += 1
+        self.cache_hits += 1
         return value
 
     def get_many(self, keys: Iterable[CacheKey]) -> list[Any]:

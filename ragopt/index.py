@@ -334,7 +334,7 @@ def _write_vectors(
         store.create(dim)
         store.upsert(chunks, encoded.vectors)
         store.close()
-        return dim, encoded.misses, encoded.hits
+        return dim, encoded.cache_misses, encoded.cache_hits
     server = QdrantStore(f"{collection}_build{os.getpid()}", store_config, resources)
     try:
         server.create(dim)
@@ -343,7 +343,7 @@ def _write_vectors(
     except BaseException:
         server.drop()
         raise
-    return dim, encoded.misses, encoded.hits
+    return dim, encoded.cache_misses, encoded.cache_hits
 
 
 def _store_name(url: str | None) -> str:

@@ -90,7 +90,7 @@ class StageMemo:
         self.chunk_of = chunk_of  # resolves chunk ids when reading hits back from disk
         self._memory: dict[str, tuple[dict[str, Any], Span]] = {}
         self._pending: list[tuple[CacheKey, Any]] = []
-        self.hits = self.misses = self.from_disk = 0
+        self.cache_hits = self.cache_misses = self.from_disk = 0
 
     def key(self, stage: Any, state: Any) -> str | None:
         identity = stage_identity(stage)
@@ -113,9 +113,9 @@ class StageMemo:
                 source = "disk"
                 self.from_disk += 1
         if found is None:
-            self.misses += 1
+            self.cache_misses += 1
             return False
-        self.hits += 1
+        self.cache_hits += 1
         writes, span = found
         for name, value in writes.items():
             _write(state, name, value)

@@ -25,8 +25,7 @@ class Resources:
 
     Usable as a context manager. Thread-safe: two requests asking for the same model load it once."""
 
-    def __init__(self, workspace: str | Path | None = None):
-        self.workspace = Path(workspace) if workspace is not None else None
+    def __init__(self) -> None:
         self._items: dict[Hashable, Any] = {}
         self._lock = threading.RLock()
 
@@ -36,10 +35,6 @@ class Resources:
                 self._items[key] = factory()
             return self._items[key]
 
-    def peek(self, key: Hashable) -> Any:
-        """The item if it is already held, else None (never creates one)."""
-        return self._items.get(key)
-
     def drop(self, key: Hashable) -> None:
         """Release one item (e.g. a local Qdrant folder about to be renamed)."""
         with self._lock:
@@ -47,9 +42,6 @@ class Resources:
         close = _closer(item)
         if close is not None:
             close()
-
-    def keys(self, kind: str) -> list[Hashable]:
-        return [k for k in self._items if isinstance(k, tuple) and k and k[0] == kind]
 
     def sentence_transformer(self, path: str, device: str = "cpu") -> Any:
         """A SentenceTransformer by local path or hub name; a local path never touches a hub."""

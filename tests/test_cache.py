@@ -49,13 +49,13 @@ def test_digest_is_canonical() -> None:
 def test_hits_and_misses_are_counted_honestly(tmp_path: Path, on_disk: bool) -> None:
     cache = Cache(tmp_path / "c" if on_disk else None)
     k1, k2, k3 = (CacheKey(namespace="t", payload=i) for i in range(3))
-    assert cache.get(k1) is None and (cache.hits, cache.misses) == (0, 1)
+    assert cache.get(k1) is None and (cache.cache_hits, cache.cache_misses) == (0, 1)
     cache.set(k1, b"one")
     cache.set_many([(k2, b"two"), (k3, {"three": 3})])
     assert cache.get_many([k1, k2, k3, CacheKey(namespace="t", payload=99)]) == [b"one", b"two", {"three": 3}, None]
-    assert (cache.hits, cache.misses) == (3, 2)
+    assert (cache.cache_hits, cache.cache_misses) == (3, 2)
     # another tenant asking for the same payload misses
-    assert cache.get(k1.model_copy(update={"tenant": "other"})) is None and cache.misses == 3
+    assert cache.get(k1.model_copy(update={"tenant": "other"})) is None and cache.cache_misses == 3
     cache.close()
 
 
@@ -65,7 +65,7 @@ def test_values_persist_across_instances(tmp_path: Path) -> None:
     first.set(key, b"\x00\x01vector")
     first.close()
     second = Cache(tmp_path / "cache")
-    assert (second.hits, second.misses) == (0, 0)  # counters belong to an instance, not to the folder
-    assert second.get(key) == b"\x00\x01vector" and second.hits == 1
-    assert second.get(key.model_copy(update={"tenant": "b"})) is None and second.misses == 1
+    assert (second.cache_hits, second.cache_misses) == (0, 0)  # counters belong to an instance, not to the folder
+    assert second.get(key) == b"\x00\x01vector" and second.cache_hits == 1
+    assert second.get(key.model_copy(update={"tenant": "b"})) is None and second.cache_misses == 1
     second.close()

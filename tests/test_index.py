@@ -39,10 +39,11 @@ def test_building_the_same_index_twice_is_a_no_op(tiny_beir: Path, workspace: Pa
     assert not cold.reused and cold.embedded == cold.index.manifest.n_chunks > len(docs)
     assert cold.index.store.count() == cold.index.manifest.n_chunks
 
-    warm = build_index(docs, cfg, make_embedder(workspace), workspace, progress=False)  # as a new process would
+    fresh = make_embedder(workspace)  # as a new process would
+    warm = build_index(docs, cfg, fresh, workspace, progress=False)
     assert warm.reused and warm.embedded == 0 and warm.index.path == cold.index.path
     assert published(workspace) == [cold.index.path]
-    assert warm.seconds < 0.1 * cold.seconds + 0.05
+    assert "model" not in vars(fresh)  # no work: the model was never even loaded (speed: benchmarks/bench_startup.py)
 
     other = build_index(docs, ChunkerConfig(mode="whole"), embedder, workspace, progress=False)
     assert not other.reused and other.index.path != cold.index.path and len(published(workspace)) == 2

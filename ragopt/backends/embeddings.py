@@ -105,8 +105,8 @@ def _weights_fingerprint(name: str, model: Any) -> str:
 @dataclass
 class Encoded:
     vectors: np.ndarray  # float32, shape (n, dim)
-    hits: int
-    misses: int
+    cache_hits: int  # texts whose vectors came from the cache
+    cache_misses: int  # texts encoded now
 
 
 Owner = tuple[str | None, tuple[str, ...]]  # (tenant, scopes) of the text being embedded
@@ -218,4 +218,4 @@ class Embedder:
             bar.close()
         if matrix is None:
             matrix = np.zeros((0, 0), dtype=np.float32)
-        return Encoded(vectors=matrix, hits=len(found), misses=len(missing))
+        return Encoded(vectors=matrix, cache_hits=len(found), cache_misses=len(missing))

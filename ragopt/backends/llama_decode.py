@@ -50,7 +50,8 @@ class Decoder:
         self.engine = engine
         self.sampler = sampler
         self.draft_tokens = draft_tokens
-        self.lookup = PromptLookup(prompt) if draft_tokens > 0 else None
+        # a match of one token is weak evidence: drafting from it mostly wastes a verification batch
+        self.lookup = PromptLookup(prompt, max_ngram=3, min_ngram=2) if draft_tokens > 0 else None
         self.margins = margins
         self.counts = DecodeCounts()
 

@@ -14,7 +14,7 @@ The passages judged are the trial's ranked chunks (title and text), the hits its
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Sequence
 
 from ragopt.errors import InputError
@@ -49,10 +49,11 @@ class SweepJudge:
     judge: Judge
     resources: Resources
     calls_left: int | None = None
-    spent: dict[str, int] = field(default_factory=dict)
+    progress: bool = False
 
     @classmethod
-    def prepare(cls, config: Any, plans: Sequence[tuple[str, Any]], n_queries: int, n_references: int) -> "SweepJudge | None":
+    def prepare(cls, config: Any, plans: Sequence[tuple[str, Any]], n_queries: int, n_references: int,
+                progress: bool = False) -> "SweepJudge | None":
         """Before any work: the judge exists and answers, and the projected calls fit `max_calls`."""
         judging = config.judge
         if not judging.on():
@@ -65,7 +66,7 @@ class SweepJudge:
         projected = project_calls(plans, n_queries, n_references)
         resources = Resources()
         try:
-            judge = make_judge(judging, resources)
+            judge = make_judge(judging, resources, model_field="--judge-model")
         except BaseException:
             resources.close()
             raise
@@ -75,10 +76,9 @@ class SweepJudge:
                              field="--judge-max-calls")
         print(f"judge {judge.name}: at least {projected} judge calls projected before cache hits "
               f"(one per answer sentence, plus context relevance and correctness)", file=sys.stderr, flush=True)
-        return cls(judging, judge, resources, calls_left=judging.max_calls)
+        return cls(judging, judge, resources, calls_left=judging.max_calls, progress=progress)
 
-    def score(self, trial_id: str, outcomes: Sequence[Any], evalset: Any, index: Any, cache: Any,
-              progress: bool = False) -> JudgedTrial:
+    def score(self, trial_id: str, outcomes: Sequence[Any], evalset: Any, index: Any, cache: Any) -> JudgedTrial:
         from ragopt.eval.heldout import mean_interval
 
         chunks = {c.id: c for c in index.chunks}
@@ -93,7 +93,7 @@ class SweepJudge:
                 items.append(JudgeItem(o.query_id, questions[o.query_id], passages, text, references.get(o.query_id)))
         judged, totals = judge_items(items, self.judge, cache, max_calls=self.calls_left,
                                      usd_per_million_tokens=self.config.usd_per_million_tokens,
-                                     progress=progress, desc=f"judge {trial_id}")
+                                     progress=self.progress, desc=f"judge {trial_id}")
         if self.calls_left is not None:
             self.calls_left -= totals.calls
         by_id = {j.id: j for j in judged}

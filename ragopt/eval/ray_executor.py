@@ -97,7 +97,7 @@ def run_trials(evalset: EvalSet, config: SweepConfig, workspace: str, names: lis
     path = Path(workspace)
     queries = [q.query for q in evalset.queries]
     done = []
-    with Resources(path) as resources:
+    with Resources() as resources:
         runner = TrialRunner(evalset, config, path, resources, progress=False, remeasure=False)
         try:
             for tid, plan in todo:

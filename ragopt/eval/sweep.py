@@ -55,6 +55,25 @@ def _check_answer_metrics(names: list[str]) -> None:
         raise InputError("answer metrics need ragas: pip install 'ragopt[answers]'", field="answers")
 
 
+def _check_before_work(evalset: EvalSet, config: SweepConfig, progress: bool) -> tuple[list[str], list[Any], Any]:
+    """Everything checkable before any work: metrics, gates, each plan's files and models, the judge, Ray.
+    Returns (metric names, gates, judge or None)."""
+    with_spans = any(q.evidence and any(e.start is not None for e in q.evidence) for q in evalset.queries)
+    with_references = any(q.reference_answer for q in evalset.queries)
+    names = config.metric_names(with_spans, with_references)
+    if config.answers_on() and with_references:
+        _check_answer_metrics(config.answer_metrics)
+    gates = check_known(config.gates, names + list(COST_NAMES))
+    check_plans([plan for _, plan in config.plans()])  # a bad file, model or budget named by a stage: before any work
+    judge = SweepJudge.prepare(config, config.plans(), len(evalset.queries),
+                               sum(1 for q in evalset.queries if q.reference_answer), progress)  # before any work too
+    if config.executor == "ray":
+        from ragopt.eval.ray_executor import require_ray
+
+        require_ray()
+    return names, gates, judge
+
+
 def run_sweep(
     evalset: EvalSet,
     config: SweepConfig,
@@ -68,34 +87,18 @@ def run_sweep(
     """Run every trial (the grid, or an Optuna sample of it); with `runs_dir`, also write each trial's
     ranking as a TREC run file there. Outcomes measured by an earlier run of the same sweep on this machine
     are reused (costs say `latency_cached`) unless `remeasure`."""
-    from tqdm import tqdm
-
     from ragopt.resources import Resources
-    from ragopt.tokencount import token_counter
 
     t_start = time.perf_counter()
-    with_spans = any(q.evidence and any(e.start is not None for e in q.evidence) for q in evalset.queries)
-    with_references = any(q.reference_answer for q in evalset.queries)
-    names = config.metric_names(with_spans, with_references)
-    if config.answers_on() and with_references:
-        _check_answer_metrics(config.answer_metrics)
-    gates = check_known(config.gates, names + list(COST_NAMES))
-    check_plans([plan for _, plan in config.plans()])  # a bad file, model or budget named by a stage: before any work
-    judge = SweepJudge.prepare(config, config.plans(), len(evalset.queries),
-                               sum(1 for q in evalset.queries if q.reference_answer))  # before any work too
-    if config.executor == "ray":
-        from ragopt.eval.ray_executor import require_ray
-
-        require_ray()
+    names, gates, judge = _check_before_work(evalset, config, progress)
     requested = config
     config = resolve_trained_models(config, workspace, progress=progress)  # trains what the workspace lacks
     plans = config.plans()
     keep = set(PER_QUERY_ALWAYS) | {g.metric for g in gates if g.metric in names} | set(config.baseline.metrics if config.baseline and config.baseline.metrics else [])
     own_resources = resources is None
-    resources = resources or Resources(workspace)
+    resources = resources or Resources()
     runner = TrialRunner(evalset, config, workspace, resources, progress=progress, remeasure=remeasure)
     runner.judge = judge
-    counter = token_counter(config.context_tokenizer, config.embedder)
     queries = [q.query for q in evalset.queries]
     trials: list[Trial] = []
     latencies: dict[str, list[float]] = {}
@@ -115,18 +118,8 @@ def run_sweep(
         return record(tid, plan, trial, [o.ms for o in outcomes], (
             (o.query_id, best_per_doc((doc, score) for _, doc, _, _, score in o.ranking)) for o in outcomes))
 
-    max_trials = config.max_trials or max(1, len(plans) // 4)
     try:
-        if config.executor == "ray":  # the same trials as Ray tasks (ragopt.eval.ray_executor)
-            from ragopt.eval.ray_executor import run_on_ray
-
-            run_on_ray(plans, runner, config, names, keep, gates, record, max_trials=max_trials,
-                       rankings=runs_dir is not None, progress=progress)
-        elif config.search == "grid":
-            for tid, plan in tqdm(plans, desc="trials", disable=not progress):
-                evaluate(tid, plan)
-        else:
-            optuna_search(plans, evaluate, gates, max_trials=max_trials, seed=config.seed, progress=progress)
+        _dispatch(plans, runner, config, names, keep, gates, record, evaluate, rankings=runs_dir is not None, progress=progress)
     finally:
         runner.close()
         if judge is not None:
@@ -134,13 +127,39 @@ def run_sweep(
         if own_resources:
             resources.close()
     selected, reasons = select(trials, gates)
+    results = _results(evalset, requested, config, runner.embedder(plans[0][1]), gates, trials, selected)
+    return SweepOutcome(results, latencies, reasons, time.perf_counter() - t_start, ran, config)
+
+
+def _dispatch(plans: list[Any], runner: TrialRunner, config: SweepConfig, names: list[str], keep: set[str], gates: list[Any],
+              record: Any, evaluate: Any, *, rankings: bool, progress: bool) -> None:
+    """The trials, by the configured executor and search: the grid in order, an Optuna sample, or Ray tasks."""
+    from tqdm import tqdm
+
+    max_trials = config.max_trials or max(1, len(plans) // 4)
+    if config.executor == "ray":  # the same trials as Ray tasks (ragopt.eval.ray_executor)
+        from ragopt.eval.ray_executor import run_on_ray
+
+        run_on_ray(plans, runner, config, names, keep, gates, record, max_trials=max_trials, rankings=rankings, progress=progress)
+    elif config.search == "grid":
+        for tid, plan in tqdm(plans, desc="trials", disable=not progress):
+            evaluate(tid, plan)
+    else:
+        optuna_search(plans, evaluate, gates, max_trials=max_trials, seed=config.seed, progress=progress)
+
+
+def _results(evalset: EvalSet, requested: SweepConfig, config: SweepConfig, embedder: Any, gates: list[Any],
+             trials: list[Trial], selected: Trial | None) -> SweepResults:
+    """results.json: the trials with what they were measured on (`requested`: the config as the user wrote it)."""
+    from ragopt.tokencount import token_counter
+
     qrels = {q.query.id: q.relevance for q in evalset.queries}
-    embedder = runner.embedder(plans[0][1])
-    results = SweepResults(
+    counter = token_counter(config.context_tokenizer, config.embedder)
+    return SweepResults(
         dataset=DatasetInfo(
             name=evalset.name, path=evalset.source,
             fingerprint=fingerprint([d.model_dump(mode="json") for d in evalset.documents]) + ":" + fingerprint(qrels),
-            n_documents=len(evalset.documents), n_queries=len(queries), generated=generated_note(evalset.source),
+            n_documents=len(evalset.documents), n_queries=len(evalset.queries), generated=generated_note(evalset.source),
         ),
         versions=Versions.collect(),
         models={
@@ -153,9 +172,8 @@ def run_sweep(
         trials=trials,
         selected=selected.id if selected else None,
         verdicts={t.id: _verdicts(t, gates, config.seed) for t in trials},
-        query_ids=[q.id for q in queries],
+        query_ids=[q.query.id for q in evalset.queries],
     )
-    return SweepOutcome(results, latencies, reasons, time.perf_counter() - t_start, ran, config)
 
 
 def _verdicts(trial: Trial, gates: list[Any], seed: int) -> list[Any]:
@@ -182,7 +200,7 @@ def confirm(outcome: SweepOutcome, report_set: EvalSet, workspace: Path, *, spli
     plan = outcome.plans[results.selected]
     with_spans = any(q.evidence and any(e.start is not None for e in q.evidence) for q in report_set.queries)
     names = config.metric_names(with_spans, any(q.reference_answer for q in report_set.queries))
-    with Resources(workspace) as resources:
+    with Resources() as resources:
         runner = TrialRunner(report_set, config, workspace, resources, progress=progress, remeasure=False)
         try:
             outcomes, index = runner.run(plan, [q.query for q in report_set.queries], "held-out")

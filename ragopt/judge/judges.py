@@ -87,11 +87,11 @@ class SupportJudge:
 class LlamaJudge:
     """A GGUF in process; the grammar admits only "yes" or "no"."""
 
-    def __init__(self, config: JudgeConfig, resources: Resources):
+    def __init__(self, config: JudgeConfig, resources: Resources, model_field: str = "--model"):
         from ragopt.gguf_meta import resolve_model
         from ragopt.stages.generate_llama import GeneratorConfig
 
-        self.path = resolve_model(config.model, field="--model")
+        self.path = resolve_model(config.model, field=model_field)
         self.generator = GeneratorConfig(model=str(self.path), n_ctx=config.n_ctx, n_threads=config.n_threads,
                                          max_tokens=min(16, config.n_ctx // 2))
         self.resources = resources
@@ -200,12 +200,13 @@ class HttpJudge:
                        tokens_out=int(usage.get("completion_tokens") or 0), seconds=seconds)
 
 
-def make_judge(config: JudgeConfig, resources: Resources) -> Judge:
-    """The configured judge, checked before any work: the GGUF exists, the URL answers."""
+def make_judge(config: JudgeConfig, resources: Resources, model_field: str = "--model") -> Judge:
+    """The configured judge, checked before any work: the GGUF exists (else an error naming `model_field`),
+    the URL answers."""
     if config.kind == "support":
         return SupportJudge(config)
     if config.kind == "llama":
-        return LlamaJudge(config, resources)
+        return LlamaJudge(config, resources, model_field)
     if config.kind == "http":
         judge = HttpJudge(config, resources)
         judge.check()

@@ -15,19 +15,18 @@ from ragopt.plan.spec import BuildContext, StageSpec
 from ragopt.stages.attribute import AttributeConfig
 from ragopt.stages.compress import CompressConfig
 from ragopt.stages.history import HistoryConfig
+from ragopt.stages.prompt import PromptConfig
 from ragopt.stages.rerank import RerankConfig
 from ragopt.stages.rerank_maxsim import MaxSimConfig
 from ragopt.stages.rewrite import RewriteConfig
 
 
-class PromptStageConfig(StrictModel):
-    """The prompt as the generator receives it (layout, passage cut, token budget). With a llama generator
-    the generator's own prompt stage is used; otherwise this one lays the prompt out and counts it with
-    `tokenizer`, so every trial's context tokens are those of a fitted prompt."""
+class PromptStageConfig(PromptConfig):
+    """The prompt as the generator receives it: the generator's own layout settings (PromptConfig, declared once),
+    and how to count it. With a llama generator the generator's own prompt stage is used; otherwise this one lays
+    the prompt out and counts it with `tokenizer`, so every trial's context tokens are those of a fitted prompt."""
 
     tokenizer: str = Field("embedder", description='"embedder", "generator" (the default GGUF) or a GGUF path')
-    max_passages: int | None = Field(None, ge=0, description="passages offered (None: every retrieved one)")
-    max_passage_chars: int | None = knob(1500, gt=0, description="longer passages are cut at a word boundary")
     budget_tokens: int = Field(8192, gt=0, description="prompt token budget when no generator sets one")
 
 
@@ -64,13 +63,12 @@ def _generator_kind(ctx: BuildContext) -> str:
 def _build_prompt(config: PromptStageConfig, ctx: BuildContext) -> Any:
     if _generator_kind(ctx) == "llama":
         return None  # the llama generator brings the prompt stage that matches its model
-    from ragopt.stages.prompt import BuildPrompt, CountingRenderer, PromptConfig
+    from ragopt.stages.prompt import BuildPrompt, CountingRenderer
     from ragopt.tokencount import token_counter
 
     counter = ctx.resources.get(("token-counter", config.tokenizer, ctx.plan.embedder.fingerprint()),
                                 lambda: token_counter(config.tokenizer, ctx.plan.embedder))
-    passages = config.max_passages if config.max_passages is not None else ctx.plan.retrieval.top_k
-    layout = PromptConfig(max_passages=passages, max_passage_chars=config.max_passage_chars)
+    layout = PromptConfig.model_validate(config.model_dump(include=set(PromptConfig.model_fields)))
     return BuildPrompt(CountingRenderer(counter.tokenize, counter.fingerprint), config.budget_tokens, layout)
 
 

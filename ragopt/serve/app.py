@@ -83,37 +83,72 @@ def _sse(event: str, data: Any) -> bytes:
     return f"event: {event}\ndata: {json.dumps(data, separators=(',', ':'))}\n\n".encode()
 
 
-def create_app(service: RagService, keys: dict[str, Principal], max_workers: int = 256) -> Any:
-    app = FastAPI(title="ragopt serve")
-    pool = ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="ragopt-serve")
-    app.router.on_shutdown.append(lambda: pool.shutdown(wait=False, cancel_futures=True))
+class AskRender:
+    whole = staticmethod(lambda out: out)
+    token = staticmethod(lambda piece: _sse("token", {"text": piece}))
+    done = staticmethod(lambda out: [_sse("done", out)])
 
-    def error(status: int, message: str, endpoint: str, outcome: str, headers: dict[str, str] | None = None, **extra: Any) -> Any:
-        service.metrics.requests.labels(endpoint=endpoint, outcome=outcome).inc()
+
+class ChatRender:
+    """OpenAI chat.completion(.chunk) bodies around an answer."""
+
+    def __init__(self, model: str):
+        self.id = f"chatcmpl-{uuid.uuid4().hex[:16]}"
+        self.model = model
+        self.created = int(time.time())
+
+    def _chunk(self, delta: dict[str, Any], finish: str | None) -> bytes:
+        body = {"id": self.id, "object": "chat.completion.chunk", "created": self.created, "model": self.model,
+                "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+        return f"data: {json.dumps(body, separators=(',', ':'))}\n\n".encode()
+
+    def token(self, piece: str) -> bytes:
+        return self._chunk({"content": piece}, None)
+
+    @staticmethod
+    def _finish(out: dict[str, Any]) -> str:
+        return "length" if out["trace"].get("finish_reason") in ("length", "deadline") else "stop"
+
+    @staticmethod
+    def _usage(out: dict[str, Any]) -> dict[str, int]:
+        t = out["trace"]
+        return {"prompt_tokens": t["tokens_in"], "completion_tokens": t["tokens_out"], "total_tokens": t["tokens_in"] + t["tokens_out"]}
+
+    def done(self, out: dict[str, Any]) -> list[bytes]:
+        last = json.loads(self._chunk({}, self._finish(out))[6:])
+        last.update({"usage": self._usage(out), "ragopt": {"citations": out["citations"], "trace": out["trace"]}})
+        return [f"data: {json.dumps(last, separators=(',', ':'))}\n\n".encode(), b"data: [DONE]\n\n"]
+
+    def whole(self, out: dict[str, Any]) -> dict[str, Any]:
+        return {"id": self.id, "object": "chat.completion", "created": self.created, "model": self.model,
+                "choices": [{"index": 0, "message": {"role": "assistant", "content": out["answer"]},
+                             "finish_reason": self._finish(out)}],
+                "usage": self._usage(out), "ragopt": {"citations": out["citations"], "trace": out["trace"]}}
+
+
+class _Requests:
+    """One request from HTTP to `RagService.answer` and back: a worker thread, its tokens on a queue, the
+    client's disconnect watched, the outcome counted."""
+
+    def __init__(self, service: RagService, keys: dict[str, Principal], pool: ThreadPoolExecutor):
+        self.service, self.keys, self.pool = service, keys, pool
+
+    def error(self, status: int, message: str, endpoint: str, outcome: str, headers: dict[str, str] | None = None,
+              **extra: Any) -> Any:
+        self.service.metrics.requests.labels(endpoint=endpoint, outcome=outcome).inc()
         return JSONResponse({"error": message, **extra}, status_code=status, headers=headers)
 
-    @app.exception_handler(RequestValidationError)
-    async def _invalid(request: Request, exc: RequestValidationError) -> Any:
-        first = exc.errors()[0] if exc.errors() else {}
-        loc = [str(p) for p in first.get("loc", ()) if p != "body"]
-        field = ".".join(loc) or "body"
-        return error(422, f"{field}: {first.get('msg', 'invalid body')}", request.url.path, "invalid", field=field)
-
-    def principal_of(request: Request) -> Principal:
+    def principal_of(self, request: Request) -> Principal:
         """A dependency, so an unknown key is 401 before the body is even validated."""
         auth = request.headers.get("authorization", "")
         scheme, _, token = auth.partition(" ")
-        principal = keys.get(token.strip()) if scheme.lower() == "bearer" else None
+        principal = self.keys.get(token.strip()) if scheme.lower() == "bearer" else None
         if principal is None:
-            service.metrics.requests.labels(endpoint=request.url.path, outcome="unauthorized").inc()
+            self.service.metrics.requests.labels(endpoint=request.url.path, outcome="unauthorized").inc()
             raise HTTPException(401, "unknown or missing API key (Authorization: Bearer KEY)")
         return principal
 
-    @app.exception_handler(HTTPException)
-    async def _http_error(request: Request, exc: HTTPException) -> Any:
-        return JSONResponse({"error": exc.detail}, status_code=exc.status_code, headers=exc.headers)
-
-    async def start(question: str, principal: Principal, options: AskOptions) -> tuple[RequestHandle, asyncio.Queue, Any]:
+    async def start(self, question: str, principal: Principal, options: AskOptions) -> tuple[RequestHandle, asyncio.Queue]:
         """Run the request in a worker thread; its tokens and its end arrive on the queue."""
         loop = asyncio.get_running_loop()
         queue: asyncio.Queue = asyncio.Queue()
@@ -124,28 +159,29 @@ def create_app(service: RagService, keys: dict[str, Principal], max_workers: int
 
         def work() -> None:
             try:
-                out = service.answer(question, principal, options, handle, on_token)
+                out = self.service.answer(question, principal, options, handle, on_token)
                 loop.call_soon_threadsafe(queue.put_nowait, ("done", out))
             except BaseException as exc:  # noqa: BLE001 - handed to the event loop, which answers for it
                 loop.call_soon_threadsafe(queue.put_nowait, ("error", exc))
 
-        future = loop.run_in_executor(pool, work)
-        return handle, queue, future
+        loop.run_in_executor(self.pool, work)
+        return handle, queue
 
-    def refusal(exc: BaseException, endpoint: str) -> Any:
+    def refusal(self, exc: BaseException, endpoint: str) -> Any:
         if isinstance(exc, Refused):
             retry = str(max(1, int(exc.retry_after_s + 0.999)))
-            return error(exc.status, exc.reason, endpoint, "rate_limited", headers={"Retry-After": retry})
-        return error(500, f"{type(exc).__name__}: {exc}", endpoint, "error")
+            return self.error(exc.status, exc.reason, endpoint, "rate_limited", headers={"Retry-After": retry})
+        return self.error(500, f"{type(exc).__name__}: {exc}", endpoint, "error")
 
-    def too_long(question: str, endpoint: str) -> Any:
-        if len(question) > service.settings.max_question_chars:
-            return error(413, f"question of {len(question)} characters; at most {service.settings.max_question_chars}",
-                         endpoint, "too_long", field="question")
+    def too_long(self, question: str, endpoint: str) -> Any:
+        limit = self.service.settings.max_question_chars
+        if len(question) > limit:
+            return self.error(413, f"question of {len(question)} characters; at most {limit}", endpoint, "too_long", field="question")
         return None
 
-    async def first_event(queue: asyncio.Queue, handle: RequestHandle, request: Request) -> tuple[str, Any] | None:
-        """The first token or the end; None when the client left first (the request is then cancelled)."""
+    @staticmethod
+    async def next_event(queue: asyncio.Queue, handle: RequestHandle, request: Request) -> tuple[str, Any] | None:
+        """The next token or the end; None when the client left first (the request is then cancelled)."""
         while True:
             try:
                 return await asyncio.wait_for(queue.get(), timeout=0.25)
@@ -154,105 +190,92 @@ def create_app(service: RagService, keys: dict[str, Principal], max_workers: int
                     handle.cancel()
                     return None
 
-    async def run_request(request: Request, principal: Principal, question: str, options: AskOptions, stream: bool,
-                          endpoint: str, render: Any) -> Any:
-        refused = too_long(question, endpoint)
+    def cancelled(self, endpoint: str) -> Any:
+        self.service.metrics.requests.labels(endpoint=endpoint, outcome="cancelled").inc()
+        return Response(status_code=499)
+
+    async def run(self, request: Request, principal: Principal, question: str, options: AskOptions, stream: bool,
+                  endpoint: str, render: Any) -> Any:
+        refused = self.too_long(question, endpoint)
         if refused is not None:
             return refused
-        handle, queue, _ = await start(question, principal, options)
-        first = await first_event(queue, handle, request)
+        handle, queue = await self.start(question, principal, options)
+        first = await self.next_event(queue, handle, request)
         if first is None:
-            service.metrics.requests.labels(endpoint=endpoint, outcome="cancelled").inc()
-            return Response(status_code=499)
+            return self.cancelled(endpoint)
         if first[0] == "error":
-            return refusal(first[1], endpoint)
+            return self.refusal(first[1], endpoint)
         if not stream:
-            event = first
-            while event[0] == "token":
-                got = await first_event(queue, handle, request)
-                if got is None:
-                    service.metrics.requests.labels(endpoint=endpoint, outcome="cancelled").inc()
-                    return Response(status_code=499)
-                event = got
-            if event[0] == "error":
-                return refusal(event[1], endpoint)
-            service.metrics.requests.labels(endpoint=endpoint, outcome="ok").inc()
-            return JSONResponse(render.whole(event[1]))
+            return await self.whole(first, queue, handle, request, endpoint, render)
+        return StreamingResponse(self.events(first, queue, handle, endpoint, render), media_type="text/event-stream",
+                                 headers={"Cache-Control": "no-cache"})
 
-        async def events() -> AsyncIterator[bytes]:
-            event = first
-            outcome = "cancelled"
-            try:
-                while True:
-                    kind, data = event
-                    if kind == "token":
-                        yield render.token(data)
-                    elif kind == "done":
-                        outcome = "ok"
-                        for chunk in render.done(data):
-                            yield chunk
-                        return
-                    else:
-                        outcome = "error"
-                        yield _sse("error", {"error": f"{type(data).__name__}: {data}"})
-                        return
-                    event = await queue.get()
-            finally:
-                if outcome == "cancelled":
-                    handle.cancel()  # the client went away mid-stream: stop generating
-                service.metrics.requests.labels(endpoint=endpoint, outcome=outcome).inc()
+    async def whole(self, event: tuple[str, Any], queue: asyncio.Queue, handle: RequestHandle, request: Request,
+                    endpoint: str, render: Any) -> Any:
+        """A JSON answer once the request is done (tokens are collected by the service)."""
+        while event[0] == "token":
+            got = await self.next_event(queue, handle, request)
+            if got is None:
+                return self.cancelled(endpoint)
+            event = got
+        if event[0] == "error":
+            return self.refusal(event[1], endpoint)
+        self.service.metrics.requests.labels(endpoint=endpoint, outcome="ok").inc()
+        return JSONResponse(render.whole(event[1]))
 
-        return StreamingResponse(events(), media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
+    async def events(self, event: tuple[str, Any], queue: asyncio.Queue, handle: RequestHandle, endpoint: str,
+                     render: Any) -> AsyncIterator[bytes]:
+        outcome = "cancelled"
+        try:
+            while True:
+                kind, data = event
+                if kind == "token":
+                    yield render.token(data)
+                elif kind == "done":
+                    outcome = "ok"
+                    for chunk in render.done(data):
+                        yield chunk
+                    return
+                else:
+                    outcome = "error"
+                    yield _sse("error", {"error": f"{type(data).__name__}: {data}"})
+                    return
+                event = await queue.get()
+        finally:
+            if outcome == "cancelled":
+                handle.cancel()  # the client went away mid-stream: stop generating
+            self.service.metrics.requests.labels(endpoint=endpoint, outcome=outcome).inc()
 
-    class AskRender:
-        whole = staticmethod(lambda out: out)
-        token = staticmethod(lambda piece: _sse("token", {"text": piece}))
-        done = staticmethod(lambda out: [_sse("done", out)])
 
-    class ChatRender:
-        def __init__(self, model: str):
-            self.id = f"chatcmpl-{uuid.uuid4().hex[:16]}"
-            self.model = model
-            self.created = int(time.time())
+def create_app(service: RagService, keys: dict[str, Principal], max_workers: int = 256) -> Any:
+    app = FastAPI(title="ragopt serve")
+    pool = ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="ragopt-serve")
+    app.router.on_shutdown.append(lambda: pool.shutdown(wait=False, cancel_futures=True))
+    requests = _Requests(service, keys, pool)
 
-        def _chunk(self, delta: dict[str, Any], finish: str | None) -> bytes:
-            body = {"id": self.id, "object": "chat.completion.chunk", "created": self.created, "model": self.model,
-                    "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
-            return f"data: {json.dumps(body, separators=(',', ':'))}\n\n".encode()
+    @app.exception_handler(RequestValidationError)
+    async def _invalid(request: Request, exc: RequestValidationError) -> Any:
+        first = exc.errors()[0] if exc.errors() else {}
+        loc = [str(p) for p in first.get("loc", ()) if p != "body"]
+        field = ".".join(loc) or "body"
+        return requests.error(422, f"{field}: {first.get('msg', 'invalid body')}", request.url.path, "invalid", field=field)
 
-        def token(self, piece: str) -> bytes:
-            return self._chunk({"content": piece}, None)
-
-        @staticmethod
-        def _finish(out: dict[str, Any]) -> str:
-            return "length" if out["trace"].get("finish_reason") in ("length", "deadline") else "stop"
-
-        @staticmethod
-        def _usage(out: dict[str, Any]) -> dict[str, int]:
-            t = out["trace"]
-            return {"prompt_tokens": t["tokens_in"], "completion_tokens": t["tokens_out"], "total_tokens": t["tokens_in"] + t["tokens_out"]}
-
-        def done(self, out: dict[str, Any]) -> list[bytes]:
-            last = json.loads(self._chunk({}, self._finish(out))[6:])
-            last.update({"usage": self._usage(out), "ragopt": {"citations": out["citations"], "trace": out["trace"]}})
-            return [f"data: {json.dumps(last, separators=(',', ':'))}\n\n".encode(), b"data: [DONE]\n\n"]
-
-        def whole(self, out: dict[str, Any]) -> dict[str, Any]:
-            return {"id": self.id, "object": "chat.completion", "created": self.created, "model": self.model,
-                    "choices": [{"index": 0, "message": {"role": "assistant", "content": out["answer"]},
-                                 "finish_reason": self._finish(out)}],
-                    "usage": self._usage(out), "ragopt": {"citations": out["citations"], "trace": out["trace"]}}
+    @app.exception_handler(HTTPException)
+    async def _http_error(request: Request, exc: HTTPException) -> Any:
+        return JSONResponse({"error": exc.detail}, status_code=exc.status_code, headers=exc.headers)
 
     @app.post("/v1/ask")
-    async def ask(body: AskBody, request: Request, principal: Principal = Depends(principal_of)) -> Any:
-        return await run_request(request, principal, body.question, AskOptions(body.personal, body.realtime), body.stream, "/v1/ask", AskRender)
+    async def ask(body: AskBody, request: Request, principal: Principal = Depends(requests.principal_of)) -> Any:
+        return await requests.run(request, principal, body.question, AskOptions(body.personal, body.realtime), body.stream,
+                                  "/v1/ask", AskRender)
 
     @app.post("/v1/chat/completions")
-    async def chat(body: ChatBody, request: Request, principal: Principal = Depends(principal_of)) -> Any:
+    async def chat(body: ChatBody, request: Request, principal: Principal = Depends(requests.principal_of)) -> Any:
         question = next((m.content for m in reversed(body.messages) if m.role == "user"), None)
         if not question:
-            return error(422, "messages: needs a user message", "/v1/chat/completions", "invalid", field="messages")
-        return await run_request(request, principal, question, AskOptions(), body.stream, "/v1/chat/completions", ChatRender(body.model))
+            return requests.error(422, "messages: needs a user message", "/v1/chat/completions", "invalid", field="messages")
+        return await requests.run(request, principal, question, AskOptions(), body.stream, "/v1/chat/completions",
+                                  ChatRender(body.model))
 
     @app.get("/healthz")
     async def healthz() -> Any:

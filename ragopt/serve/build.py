@@ -24,6 +24,10 @@ from ragopt.serve.caches import ServeCaches, open_store
 from ragopt.serve.service import Backend, RagService, ServeSettings
 
 
+# llama-server's own prompt lookup (build 0c1e570): drafts of up to 4 tokens after a matching 3-gram of the context
+LOOKUP_ARGS = ("--spec-type", "ngram-simple", "--spec-ngram-simple-size-n", "3", "--spec-ngram-simple-size-m", "4")
+
+
 @dataclass
 class ServeOptions:
     settings: ServeSettings
@@ -36,6 +40,7 @@ class ServeOptions:
     n_ctx: int = 2048
     max_tokens: int = 128
     speculative: Literal["off", "prompt_lookup"] = "off"
+    repeat_stop: int = 3  # GeneratorConfig.repeat_stop (0: off)
     dataset: str | None = None
     docs: DocsOptions | None = None  # your own documents instead of a dataset's corpus
     split: str = "test"
@@ -134,7 +139,7 @@ def _inprocess(name: str, model: str | None, opts: ServeOptions) -> tuple[Backen
     from ragopt.stages.generate_llama import GeneratorConfig, LlamaGenerator
 
     config = GeneratorConfig(model=model, n_ctx=opts.n_ctx, max_tokens=opts.max_tokens, n_threads=opts.threads,
-                             speculative=opts.speculative)
+                             speculative=opts.speculative, repeat_stop=opts.repeat_stop)
     path = resolve_model(config.model)
     gen = LlamaGenerator(config, name="generate")
     stages = [gen.prompt_stage(), gen]  # the generator reads the prompt its own stage fits to its model
@@ -157,7 +162,8 @@ def _llama_server(name: str, model: str | None, opts: ServeOptions, stack: ExitS
     from ragopt.serve.llama_server import LlamaServer
 
     path = resolve_model(model)
-    server = LlamaServer(path, parallel=opts.parallel, threads=opts.threads, ctx_per_slot=opts.n_ctx)
+    server = LlamaServer(path, parallel=opts.parallel, threads=opts.threads, ctx_per_slot=opts.n_ctx,
+                         extra_args=LOOKUP_ARGS if opts.speculative == "prompt_lookup" else ())
     stack.enter_context(server)
     kv = capacity.kv_bytes(model_shape(path), opts.n_ctx, "f16")
     return _http(name, server.base_url, model_fingerprint(path), opts), kv, server
@@ -229,7 +235,7 @@ def build_service(opts: ServeOptions, workspace: Path, stack: ExitStack) -> RagS
     check_options(opts)
     settings = opts.settings
     redis_client = _redis(opts, stack)
-    resources = stack.enter_context(Resources(workspace))
+    resources = stack.enter_context(Resources())
     parts = _plan_parts(opts, workspace, resources)
     if parts.backend is not None:
         print(f"generator: the plan's own ({parts.backend.model_id.split(':')[0]}); engine flags unused", file=sys.stderr)

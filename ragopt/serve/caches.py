@@ -97,8 +97,8 @@ class ScopedCache:
         self.store = store
         self.namespace = namespace
         self.ttl_s = ttl_s
-        self.hits = 0
-        self.misses = 0
+        self.cache_hits = 0
+        self.cache_misses = 0
 
     def key(self, scope: CacheScope, question: str, options: Any = None) -> CacheKey:
         return CacheKey(
@@ -123,9 +123,9 @@ class ScopedCache:
         if raw is not None:
             entry = json.loads(raw)
             if entry.get("key") == self._identity(key):
-                self.hits += 1
+                self.cache_hits += 1
                 return entry["value"]
-        self.misses += 1
+        self.cache_misses += 1
         return None
 
     def set(self, scope: CacheScope, question: str, value: Any, options: Any = None) -> None:

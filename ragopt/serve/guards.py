@@ -23,7 +23,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from ragopt.pipeline import RequestState
 
@@ -43,9 +43,11 @@ return {allowed, wait}
 
 
 class RateLimiter:
-    """Token buckets: `rate_per_s` refill, `burst` capacity. `take(name)` -> (allowed, retry_after_s)."""
+    """Token buckets: `rate_per_s` refill, `burst` capacity. `take(name)` -> (allowed, retry_after_s). `clock`
+    gives seconds (default: wall time with Redis, shared by processes; else monotonic)."""
 
-    def __init__(self, rate_per_s: float, burst: float, redis_client: Any = None, prefix: str = "ragopt:bucket:"):
+    def __init__(self, rate_per_s: float, burst: float, redis_client: Any = None, prefix: str = "ragopt:bucket:",
+                 clock: Callable[[], float] | None = None):
         if rate_per_s <= 0 or burst < 1:
             raise ValueError("a bucket needs rate > 0 and burst >= 1")
         self.rate = rate_per_s
@@ -53,15 +55,16 @@ class RateLimiter:
         self.redis = redis_client
         self.prefix = prefix
         self._script = redis_client.register_script(_BUCKET_LUA) if redis_client is not None else None
+        self.clock = clock or (time.time if redis_client is not None else time.monotonic)
         self._buckets: dict[str, tuple[float, float]] = {}
         self._lock = threading.Lock()
 
     def take(self, name: str, cost: float = 1.0) -> tuple[bool, float]:
         if self._script is not None:
-            allowed, wait_ms = self._script(keys=[self.prefix + name], args=[self.rate, self.burst, time.time(), cost])
+            allowed, wait_ms = self._script(keys=[self.prefix + name], args=[self.rate, self.burst, self.clock(), cost])
             return bool(allowed), int(wait_ms) / 1000
         with self._lock:
-            now = time.monotonic()
+            now = self.clock()
             tokens, ts = self._buckets.get(name, (self.burst, now))
             tokens = min(self.burst, tokens + (now - ts) * self.rate)
             if tokens >= cost:

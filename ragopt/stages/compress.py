@@ -209,14 +209,14 @@ class CompressPassages:
             query_vec = self.embedder.encode([q.text], [(q.tenant, q.scopes)])
             owners = [(hits[i].chunk.tenant, hits[i].chunk.scopes) for i in passage_of]
             encoded = self.embedder.encode(texts, owners)
-            state.usage.cache_hits += query_vec.hits + encoded.hits
-            state.usage.cache_misses += query_vec.misses + encoded.misses
+            state.usage.cache_hits += query_vec.cache_hits + encoded.cache_hits
+            state.usage.cache_misses += query_vec.cache_misses + encoded.cache_misses
             similarity = encoded.vectors @ query_vec.vectors[0]
             w = self.config.passage_weight
             if w > 0:  # the passages' own vectors: cache hits when the index was built with this embedder
                 whole = self.embedder.encode([h.chunk.indexed_text for h in hits], [(h.chunk.tenant, h.chunk.scopes) for h in hits])
-                state.usage.cache_hits += whole.hits
-                state.usage.cache_misses += whole.misses
+                state.usage.cache_hits += whole.cache_hits
+                state.usage.cache_misses += whole.cache_misses
                 similarity = (1 - w) * similarity + w * (whole.vectors @ query_vec.vectors[0])[passage_of]
             parts.append(similarity)
         if self.config.scorer in ("bm25", "both"):

@@ -28,7 +28,7 @@ class EmbedQuery:
         q = state.query
         encoded = self.embedder.encode([q.text], [(q.tenant, q.scopes)], use_cache=self.use_cache)
         state.query_vector = encoded.vectors[0]
-        state.usage.cache_hits += encoded.hits
-        state.usage.cache_misses += encoded.misses
+        state.usage.cache_hits += encoded.cache_hits
+        state.usage.cache_misses += encoded.cache_misses
         return state
 

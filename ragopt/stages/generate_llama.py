@@ -11,25 +11,21 @@ requests take turns through its FIFO lock. Per request the stage
 1. refuses it with `AdmissionError` when prompt + max_tokens tokens of KV exceed `kv_budget_bytes`
    (`ragopt.capacity` arithmetic; the pipeline's fallback then answers);
 2. waits for the model (`queue_ms`), refusing at once when `max_waiting` requests already wait;
-3. reuses the live KV of the previous request's prompt in whole n_batch chunks from position 0, so that
-   every reuse pattern (a repeated question, a retry after a cut-off answer, a follow-up, a shared system
-   prompt, a saved prefix) decodes the same greedy tokens as a cold engine (`Engine.reusable_prefix`); only
-   up to the tenant-neutral part when the previous request belonged to another (tenant, scopes);
-   optionally restores a saved per-tenant hot prefix (bounded bytes, keyed by `CacheKey` with tenant and
-   scopes);
-4. decodes greedily (with `speculative="prompt_lookup"`: drafts looked up in the prompt and verified in one
-   batch, `ragopt.backends.llama_decode`) or through llama.cpp's sampler chain, streams tokens to
-   `state.on_token`, stops at EOS, a stop string, a repetition loop (`repeat_stop`), max_tokens or the
-   request's deadline (then the answer is marked incomplete, finish_reason "deadline"); with
-   `citations="grammar"` a GBNF grammar makes every sentence end with a valid [n]
-   (`ragopt.backends.citation_grammar`).
+3. reuses the previous request's prompt KV in whole n_batch chunks from position 0, so every reuse pattern
+   (repeat, retry after a cut-off answer, follow-up, shared system prompt, saved prefix) decodes a cold
+   engine's greedy tokens (`Engine.reusable_prefix`); across tenants only up to the tenant-neutral part;
+   optionally restores a saved per-tenant hot prefix (bounded bytes, `CacheKey` with tenant and scopes);
+4. decodes greedily (`speculative="prompt_lookup"`: prompt drafts verified in one batch,
+   `ragopt.backends.llama_decode`) or through llama.cpp's sampler chain, streams to `state.on_token`, stops
+   at EOS, a stop string, a repetition loop (`repeat_stop`), max_tokens or the deadline (the answer is then
+   incomplete, finish_reason "deadline"); `citations="grammar"`: every sentence ends with a valid [n].
 
 Measurements (one definition each, see `ragopt.trace.GENERATION_ATTRS`): `ttft_ms` is wall-clock from the
 request's arrival (`RequestState.arrival`, before queueing) to the first generated token; `queue_ms` the
 wait for the model; `prefill_ms` llama.cpp's own counters read right after the prompt's evaluation; `tpot_ms`
 the wall-clock between the first and the last token over (tokens - 1); `drafted_tokens`/`accepted_tokens`
-what speculation proposed and kept; `repetition_tokens_saved` the output budget left when a loop was stopped. Prefill itself is one llama.cpp call and is not
-interrupted: a deadline that passes during prefill stops generation at the first token.
+what speculation proposed and kept; `repetition_tokens_saved` the output budget left when a loop was stopped.
+A deadline that passes during prefill stops generation at the first token.
 """
 
 from __future__ import annotations
@@ -39,7 +35,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from ragopt import capacity
 from ragopt.backends.citation_grammar import citation_grammar
@@ -113,9 +109,14 @@ class GeneratorConfig(StrictModel):
         if self.speculative != "off" and self.draft_tokens >= self.n_batch:
             raise ValueError(f"draft_tokens ({self.draft_tokens}) must be smaller than n_batch ({self.n_batch}): "
                              "a verification batch holds the last token and the draft")
-        if self.repeat_stop == 1:
-            raise ValueError("repeat_stop must be 0 (off) or at least 2: a first occurrence is no repetition")
         return self
+
+    @field_validator("repeat_stop")
+    @classmethod
+    def _a_repetition_needs_two(cls, v: int) -> int:
+        if v == 1:
+            raise ValueError("repeat_stop must be 0 (off) or at least 2: a first occurrence is no repetition")
+        return v
 
     @property
     def prompt_budget(self) -> int:

@@ -32,7 +32,7 @@ from typing import Any, Callable, Protocol, Sequence
 
 from pydantic import Field
 
-from ragopt.config import StrictModel
+from ragopt.config import StrictModel, knob
 from ragopt.errors import InputError
 from ragopt.types import Hit, Query, Turn
 
@@ -55,8 +55,9 @@ class PromptConfig(StrictModel):
         default_factory=dict,
         description="extra system text per tenant; private to it (a cached prefix holding it is never reused for another tenant)",
     )
-    max_passages: int = Field(8, ge=0, description="passages offered to the model before the token budget applies")
-    max_passage_chars: int | None = Field(1500, gt=0, description="longer passages are cut at a word boundary")
+    max_passages: int | None = Field(None, ge=0, description="passages offered to the model before the token budget "
+                                                              "applies (None: every retrieved one)")
+    max_passage_chars: int | None = knob(1500, gt=0, description="longer passages are cut at a word boundary")
     max_history_turns: int = Field(6, ge=0, description="most recent turns kept before the token budget applies (a leading summary turn not counted; 0 = no history)")
     version: str = Field("v1", description="bump when the layout changes: it is part of cache keys")
 
@@ -230,71 +231,84 @@ def _prefix_tokens(text: str, tokens: list[int], end_char: int, tokenize: Callab
     return _common_prefix(tokenize(text[:end_char]), tokens)
 
 
+def _largest(lo: int, hi: int, ok: Callable[[int], bool]) -> int | None:
+    """Largest x in [lo, hi] with ok(x), for ok true up to some x and false beyond; None if ok(lo) fails."""
+    if not ok(lo):
+        return None
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if ok(mid):
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
+class _Candidates:
+    """The prompts `parts` can give up content into: the first n passages, the verbatim turns after the first
+    n_drop, the summary's first n words, the question (or a head of it), each rendered and tokenized."""
+
+    def __init__(self, parts: PromptParts, renderer: Renderer, budget_tokens: int):
+        self.parts, self.renderer, self.budget = parts, renderer, budget_tokens
+        self.passages = list(parts.passages)
+        self.summary = parts.history[0] if parts.history and parts.history[0].role == "system" else None
+        self.verbatim = list(parts.history[1:] if self.summary is not None else parts.history)
+        self.summary_words = self.summary.content.split() if self.summary is not None else []
+
+    def build(self, n_pass: int, n_drop: int, n_summary_words: int, question: str | None = None) -> tuple[PromptParts, str, list[int]]:
+        words = self.summary_words[:n_summary_words]
+        kept_summary = [Turn(role="system", content=" ".join(words))] if n_summary_words else []
+        p = PromptParts(
+            public_system=self.parts.public_system,
+            tenant_system=self.parts.tenant_system,
+            passages=self.passages[:n_pass],
+            history=kept_summary + self.verbatim[n_drop:],
+            question=self.parts.question if question is None else question,
+        )
+        text = self.renderer.render(p.messages())
+        return p, text, self.renderer.tokenize(text)
+
+    def fits(self, *args: Any) -> bool:
+        return len(self.build(*args)[2]) <= self.budget
+
+    def cut(self) -> tuple[int, int, int, str | None]:
+        """(passages, verbatim turns dropped, summary words, question or None) of the largest prompt that fits,
+        giving up content in the order of the module docstring."""
+        fits, verbatim = self.fits, self.verbatim
+        n_pass, n_drop, n_words, question = len(self.passages), 0, len(self.summary_words), None
+        one = min(n_pass, 1)
+        if fits(n_pass, 0, n_words):
+            return n_pass, n_drop, n_words, question
+        k = _largest(one, n_pass, lambda k: fits(k, 0, n_words))  # 1. passages beyond the first
+        if k is not None:
+            return k, n_drop, n_words, question
+        keep = _largest(0, len(verbatim), lambda keep: fits(one, len(verbatim) - keep, n_words))  # 2. turns, oldest first
+        n_drop = len(verbatim) - (keep or 0)
+        if keep is not None:
+            return one, n_drop, n_words, question
+        w = _largest(0, n_words, lambda w: fits(one, n_drop, w))  # 3. the summary, from its end
+        if w is not None:
+            return one, n_drop, w, question
+        if fits(0, n_drop, 0):  # 4. the last passage
+            return 0, n_drop, 0, question
+        q = self.parts.question  # 5. the question's tail
+        n_chars = _largest(0, len(q), lambda n: fits(0, n_drop, 0, q[:n]))
+        if n_chars is None:
+            raise InputError(
+                f"the system prompt and instructions alone exceed the token budget ({self.budget} tokens); "
+                "raise n_ctx, lower max_tokens or shorten the instructions"
+            )
+        return 0, n_drop, 0, q[:n_chars]
+
+
 def fit_prompt(parts: PromptParts, renderer: Renderer, budget_tokens: int) -> FittedPrompt:
     """The largest prompt within `budget_tokens`, giving up content in the order of the module docstring."""
     if budget_tokens <= 0:
         raise InputError(f"no room for a prompt: the token budget is {budget_tokens} (context minus max_tokens)")
-    all_passages = list(parts.passages)
-    summary = parts.history[0] if parts.history and parts.history[0].role == "system" else None
-    verbatim = list(parts.history[1:] if summary is not None else parts.history)
-    summary_words = summary.content.split() if summary is not None else []
-
-    def build(n_pass: int, n_drop: int, n_summary_words: int, question: str | None = None) -> tuple[PromptParts, str, list[int]]:
-        kept_summary = [Turn(role="system", content=" ".join(summary_words[:n_summary_words]))] if n_summary_words else []
-        p = PromptParts(
-            public_system=parts.public_system,
-            tenant_system=parts.tenant_system,
-            passages=all_passages[:n_pass],
-            history=kept_summary + verbatim[n_drop:],
-            question=parts.question if question is None else question,
-        )
-        text = renderer.render(p.messages())
-        return p, text, renderer.tokenize(text)
-
-    def fits(*args: Any) -> bool:
-        return len(build(*args)[2]) <= budget_tokens
-
-    def largest(lo: int, hi: int, ok: Callable[[int], bool]) -> int | None:
-        """Largest x in [lo, hi] with ok(x), for ok true up to some x and false beyond; None if ok(lo) fails."""
-        if not ok(lo):
-            return None
-        while lo < hi:
-            mid = (lo + hi + 1) // 2
-            if ok(mid):
-                lo = mid
-            else:
-                hi = mid - 1
-        return lo
-
-    n_pass, n_drop, n_words, question = len(all_passages), 0, len(summary_words), None
-    one = min(n_pass, 1)
-    if not fits(n_pass, 0, n_words):
-        # 1. passages beyond the first
-        k = largest(one, n_pass, lambda k: fits(k, 0, n_words))
-        n_pass = one if k is None else k
-        if k is None:
-            # 2. verbatim turns, oldest first
-            keep = largest(0, len(verbatim), lambda keep: fits(one, len(verbatim) - keep, n_words))
-            n_drop = len(verbatim) - (keep or 0)
-            if keep is None:
-                # 3. the summary, from its end
-                w = largest(0, n_words, lambda w: fits(one, n_drop, w))
-                n_words = w or 0
-                if w is None:
-                    # 4. the last passage; 5. the question's tail
-                    n_pass = 0
-                    if not fits(0, n_drop, 0):
-                        q = parts.question
-                        n_chars = largest(0, len(q), lambda n: fits(0, n_drop, 0, q[:n]))
-                        if n_chars is None:
-                            raise InputError(
-                                f"the system prompt and instructions alone exceed the token budget ({budget_tokens} tokens); "
-                                "raise n_ctx, lower max_tokens or shorten the instructions"
-                            )
-                        question = q[:n_chars]
-    p, text, tokens = build(n_pass, n_drop, n_words, question)
-    summary_dropped = summary is not None and n_words == 0
-
+    candidates = _Candidates(parts, renderer, budget_tokens)
+    n_pass, n_drop, n_words, question = candidates.cut()
+    p, text, tokens = candidates.build(n_pass, n_drop, n_words, question)
+    summary = candidates.summary
     system_at = text.find(p.system)
     stable = public = 0
     if system_at >= 0:
@@ -306,9 +320,9 @@ def fit_prompt(parts: PromptParts, renderer: Renderer, budget_tokens: int) -> Fi
         tokens=tokens,
         parts=p,
         budget_tokens=budget_tokens,
-        dropped_passages=[x.chunk_id for x in all_passages[n_pass:]],
-        trimmed_history_turns=n_drop + int(summary_dropped),
-        summary_truncated=summary is not None and n_words < len(summary_words),
+        dropped_passages=[x.chunk_id for x in candidates.passages[n_pass:]],
+        trimmed_history_turns=n_drop + int(summary is not None and n_words == 0),
+        summary_truncated=summary is not None and n_words < len(candidates.summary_words),
         question_truncated=question is not None,
         stable_prefix_tokens=stable,
         public_prefix_tokens=min(public, stable) if p.tenant_system else stable,

@@ -56,7 +56,7 @@ class MaxSimRerank:
         for ss in per_chunk:
             out.append(float(sims[i : i + len(ss)].max()) if ss else float("-inf"))
             i += len(ss)
-        return out, encoded.hits, encoded.misses
+        return out, encoded.cache_hits, encoded.cache_misses
 
     def run(self, state: RequestState) -> RequestState:
         c = self.config

