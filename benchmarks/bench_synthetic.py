@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
+SYNTH_DEFAULT_KEEP = 0.2  # SynthConfig's default (kept here so --help imports nothing heavy)
 DATASETS = {"scifact": "scifact", "hotpotqa": "hotpotqa_dev500/beir_format"}
 
 
@@ -56,7 +57,7 @@ def run_dataset(name: str, args: argparse.Namespace, workspace: Path) -> dict[st
     out: dict[str, Any] = {"documents": len(real.documents), "real_queries": len(real.queries), "grid": len(sizes) * 4}
     for generator in args.generators.split(","):
         t0 = time.perf_counter()
-        config = SynthConfig(questions=args.questions, seed=args.seed, generator=generator)
+        config = SynthConfig(questions=args.questions, seed=args.seed, generator=generator, keep_fraction=args.keep_fraction)
         generated, record = synthesize(real.documents, config, workspace, name=f"{name}-{generator}", progress=args.progress)
         gen_s = time.perf_counter() - t0
         checked = check_against(real, generated, workspace, sizes, progress=args.progress)
@@ -70,6 +71,7 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--datasets", default="scifact,hotpotqa")
     p.add_argument("--questions", type=int, default=200)
+    p.add_argument("--keep-fraction", type=float, default=SYNTH_DEFAULT_KEEP, help="extractive: share of key words kept as written")
     p.add_argument("--generators", default="extractive", help="extractive and/or llm (SmolLM2 in process; slow on CPU)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--chunk-sizes", default="whole,256")
@@ -82,7 +84,7 @@ def main() -> int:
 
     torch.set_num_threads(1)
     workspace = Path(args.workspace)
-    report: dict[str, Any] = {"questions": args.questions, "seed": args.seed, "chunk_sizes": args.chunk_sizes,
+    report: dict[str, Any] = {"questions": args.questions, "seed": args.seed, "keep_fraction": args.keep_fraction, "chunk_sizes": args.chunk_sizes,
                               "limit": args.limit, "top_k": 10, "metric": "ndcg@10", "datasets": {}}
     for name in args.datasets.split(","):
         report["datasets"][name] = run_dataset(name, args, workspace)

