@@ -83,7 +83,7 @@ def measure(name: str, evalset: Any, retrieval: Any, variants: dict[str, dict[st
     """Retrieve the top-10 context of every query with gold spans, compress it each way, score what was kept."""
     from tqdm import tqdm
 
-    from ragopt.config import ChunkerConfig
+    from ragopt.config import ChunkerConfig, needs_vectors
     from ragopt.index import build_index, make_embedder
     from ragopt.pipeline import Pipeline, RequestState
     from ragopt.plan import retrieval_stages
@@ -94,7 +94,7 @@ def measure(name: str, evalset: Any, retrieval: Any, variants: dict[str, dict[st
     docs = evalset.doc_map()
     say(f"{evalset.name}: {len(queries)} queries with gold spans; {retrieval.retriever} top-10; tokens by {counter.name}")
     index = build_index(evalset.documents, ChunkerConfig(mode="whole"), embedder, workspace,
-                        dense=retrieval.retriever != "bm25").index
+                        dense=needs_vectors(retrieval.retriever)).index
     pipeline = Pipeline(retrieval_stages(index, embedder, retrieval))
     contexts = [r.hits for r in pipeline.run_many([q.query for q in queries], progress=True)]
 

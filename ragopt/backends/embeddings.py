@@ -42,8 +42,9 @@ def language_warning(models: Iterable[str], texts: Iterable[str]) -> str | None:
     if share < CJK_SHARE_FOR_WARNING:
         return None
     return (f"warning: {share:.0%} of the corpus's letters are Chinese, Japanese or Korean, but the embedder "
-            f"{english_only[0]} (all-MiniLM-L6-v2) reads English only, so dense retrieval will be weak: give a "
-            "multilingual model by path or hub name (the `embedders` setting of a sweep config, or --embedder)")
+            f"{english_only[0]} (all-MiniLM-L6-v2) reads English only, so dense and hybrid retrieval will be weak: "
+            "retrieve with bm25, or give a multilingual model by path or hub name (the `embedders` setting of a sweep "
+            "config, or --embedder)")
 
 
 def resolve_model_path(model: str) -> str:

@@ -115,7 +115,9 @@ def run(args: argparse.Namespace) -> int:
     with ExitStack() as stack:
         service = build_service(opts, _common.workspace(args), stack)
         app = create_app(service, keys)
-        print(f"ragopt serve: {opts.engine} engine, {len(keys)} API keys, listening on http://{args.host}:{args.port}",
+        source = f"trial {opts.saved.provenance.trial}" if opts.saved and opts.saved.provenance else "the flags' plan"
+        generator = service.backends["default"].model_id.split(":")[0]
+        print(f"ragopt serve: {source}, generator {generator}, {len(keys)} API keys, listening on http://{args.host}:{args.port}",
               file=sys.stderr, flush=True)
         uvicorn.run(app, host=args.host, port=args.port, log_level="warning", timeout_graceful_shutdown=5)
     return 0

@@ -241,6 +241,7 @@ def judge_lines(results: Any) -> list[str]:
 def run(args: argparse.Namespace) -> int:
     import sys
 
+    from ragopt.config import needs_vectors
     from ragopt.data import load_evalset
     from ragopt.eval.bootstrap import compare_to_baseline
     from ragopt.eval.report import closest_trial, write_outputs
@@ -264,7 +265,7 @@ def run(args: argparse.Namespace) -> int:
             report_name = f"holdout {config.holdout:g} (seed {config.seed})"
     out = Path(args.out)
     workspace = _common.workspace(args)
-    dense = {"dense", "hybrid"} & set(config.retrievers)
+    dense = any(map(needs_vectors, config.retrievers))
     warning = language_warning([e.model for e in config.embedder_configs()], (d.text for d in evalset.documents)) if dense else None
     if warning:
         print(warning, file=sys.stderr)

@@ -9,7 +9,7 @@ import shutil
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
-from ragopt.config import ChunkerConfig
+from ragopt.config import ChunkerConfig, needs_vectors
 from ragopt.data import EvalQuery, EvalSet, Evidence
 from ragopt.errors import InputError
 from ragopt.synth import SYNTH_FILE, SynthConfig
@@ -59,7 +59,7 @@ def synthesize(documents: Sequence[Document], config: SynthConfig, workspace: Pa
     round_trip, askers = None, Askers(documents, config.seed)
     rt = config.round_trip
     if rt.enabled:
-        report = build_index(documents, ROUND_TRIP_CHUNKER, embedder, workspace, dense=rt.retriever != "bm25", progress=progress)
+        report = build_index(documents, ROUND_TRIP_CHUNKER, embedder, workspace, dense=needs_vectors(rt.retriever), progress=progress)
         round_trip = round_trip_check(report.index, embedder, config, askers)
     docs = {d.id: d for d in documents}
     filters = Filters(config, docs, round_trip)

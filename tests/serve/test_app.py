@@ -26,8 +26,10 @@ BETA = {"Authorization": "Bearer key-beta"}
 
 def _opts(tiny_gguf: Path, dataset: Path, **settings: Any) -> ServeOptions:
     max_tokens = settings.pop("max_tokens", 12)
+    repeat_stop = settings.pop("repeat_stop", 3)
     return ServeOptions(settings=ServeSettings(**settings), engine="inprocess", model=str(tiny_gguf), n_ctx=4096,
-                        max_tokens=max_tokens, dataset=str(dataset), retrieval=RetrievalConfig(retriever="bm25", top_k=3))
+                        max_tokens=max_tokens, repeat_stop=repeat_stop, dataset=str(dataset),
+                        retrieval=RetrievalConfig(retriever="bm25", top_k=3))
 
 
 @pytest.fixture(scope="module")
@@ -126,10 +128,11 @@ def _bad_requests_are_refused(url: str) -> None:
 
 
 def test_bad_requests_beside_a_stream_then_its_client_disconnects(tiny_gguf: Path, serve_files: dict[str, Path], tmp_path: Path) -> None:
-    """max_tokens is 3000 and the tiny model rarely stops on its own. While one answer streams, malformed and
-    unauthorized requests are refused and the stream goes on; when its client leaves, the request ends
-    cancelled with far fewer tokens generated (test_service shows the stop comes within one decode step)."""
-    opts = _opts(tiny_gguf, serve_files["dataset"], max_tokens=3000, max_question_chars=500)
+    """max_tokens is 3000 and the tiny model rarely stops on its own (the repetition stop is off: the random
+    model loops, and that stop would end the answer before its client leaves). While one answer streams,
+    malformed and unauthorized requests are refused and the stream goes on; when its client leaves, the request
+    ends cancelled with far fewer tokens generated (test_service shows the stop comes within one decode step)."""
+    opts = _opts(tiny_gguf, serve_files["dataset"], max_tokens=3000, max_question_chars=500, repeat_stop=0)
     with running_service(opts, tmp_path, serve_files["keys"]) as (url, service):
         before = service.metrics.tokens_out.labels(tenant="acme")._value.get()
         body = {"question": "Tell me about glaciers", "stream": True, "realtime": True}

@@ -135,3 +135,12 @@ def test_a_changed_model_is_refused_before_anything_is_built(swept: dict[str, An
         build_service(ServeOptions(settings=ServeSettings(), engine="extractive", saved=saved.model_copy(update={"provenance": edited})),
                       tmp_path / "ws", stack)
     assert not (tmp_path / "ws" / "indexes").exists()
+
+
+def test_ask_from_results_prints_the_recorded_answer(swept: dict[str, Any], capsys: pytest.CaptureFixture[str]) -> None:
+    query, recorded = swept["evalset"].queries[0].query, swept["recorded"][0]
+    argv = ["--workspace", str(swept["ws"]), "ask", "--from", str(swept["results"]), "--no-stream", query.text]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert out.splitlines()[0] == recorded.answer["text"]
+    assert [line.split()[0] for line in out.split("trace:", 1)[1].splitlines() if line.strip()][:10] == list(recorded.stage_ms)
