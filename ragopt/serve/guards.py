@@ -150,6 +150,11 @@ class CircuitBreaker:
                 return True
             return self.state == self.CLOSED
 
+    def refusing(self) -> bool:
+        """Open and not yet due for a trial call; unlike `allow`, asking takes no trial."""
+        with self._lock:
+            return self.state == self.OPEN and time.monotonic() - self.opened_at < self.reset_s
+
     def success(self) -> None:
         with self._lock:
             self.consecutive_failures = 0
@@ -190,6 +195,43 @@ class Guarded:
             raise
         self.breaker.success()
         return state
+
+
+class PromptGate:
+    """A backend's prompt stage behind that backend's breaker. A remote tokenizer is part of the backend: while
+    the breaker is open the stage is refused, and its failure counts against the backend. Its success closes
+    nothing: whether the backend answers is the generator's call (Guarded), which takes the half-open trial."""
+
+    def __init__(self, stage: Any, breaker: CircuitBreaker):
+        self.stage = stage
+        self.breaker = breaker
+        self.name, self.reads, self.writes = stage.name, stage.reads, stage.writes
+        warm = getattr(stage, "warm", None)
+        if warm is not None:
+            self.warm = warm
+
+    def run(self, state: RequestState) -> RequestState:
+        if self.breaker.refusing():
+            raise BreakerOpen(f"circuit breaker {self.breaker.name!r} is open")
+        try:
+            return self.stage.run(state)
+        except Exception:
+            self.breaker.failure()
+            raise
+
+
+class SkipWhenAnswered:
+    """A generator after a PromptGate: when the prompt stage failed over, the fallback has answered already."""
+
+    def __init__(self, stage: Any):
+        self.stage = stage
+        self.name, self.reads, self.writes = stage.name, stage.reads, stage.writes
+        warm = getattr(stage, "warm", None)
+        if warm is not None:
+            self.warm = warm
+
+    def run(self, state: RequestState) -> RequestState:
+        return state if state.answer is not None else self.stage.run(state)
 
 
 class FallbackChain:

@@ -21,7 +21,8 @@ from pydantic import Field
 from ragopt.config import StrictModel
 from ragopt.pipeline import REQUEST_INPUTS, Pipeline, RequestState, Step
 from ragopt.serve.caches import CacheScope, ServeCaches
-from ragopt.serve.guards import Admission, CircuitBreaker, DailyQuota, FallbackChain, Guarded, RateLimiter, Router, StageDeadline
+from ragopt.serve.guards import (Admission, CircuitBreaker, DailyQuota, FallbackChain, Guarded, PromptGate, RateLimiter, Router,
+                                 SkipWhenAnswered, StageDeadline)
 from ragopt.serve.metrics import ServeMetrics
 from ragopt.types import Hit, Query
 
@@ -187,14 +188,17 @@ class RagService:
         return Guarded(stage, self._breaker(backend))
 
     def _answer_pipeline(self, route: str, extractive: Any) -> Pipeline:
-        """history, then `route`'s prompt stage(s) and its generator behind a breaker (on failure the other
-        backends, each prompt + generation, in order, then extractive), then attribution."""
+        """history, then `route`'s prompt stage(s) and its generator behind one breaker (when either fails, the
+        other backends, each prompt + generation, in order, then extractive), then attribution."""
         others = [self._guarded(Serial(self.backends[n].stages, name="generate"), n) for n in self.backends if n != route]
         for g in others:
             g.name = f"generate.{g.breaker.name}"
         fallback = FallbackChain([*others, extractive], name="fallback") if others else extractive
         *prompt, generator = self.backends[route].stages
-        return Pipeline([*self.before, *prompt, Step(self._guarded(generator, route), fallback=fallback), *self.after],
+        gated = [Step(PromptGate(p, self._breaker(route)), fallback=fallback) for p in prompt]
+        guarded = self._guarded(generator, route)
+        generate = Step(SkipWhenAnswered(guarded) if gated else guarded, fallback=fallback)
+        return Pipeline([*self.before, *gated, generate, *self.after],
                         inputs=(*REQUEST_INPUTS, "hits"))
 
     def warm(self) -> None:

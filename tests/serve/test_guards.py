@@ -18,7 +18,9 @@ from ragopt.serve.guards import (
     DailyQuota,
     FallbackChain,
     Guarded,
+    PromptGate,
     RateLimiter,
+    SkipWhenAnswered,
     Router,
     StageDeadline,
 )
@@ -107,6 +109,46 @@ def test_a_failed_half_open_trial_opens_the_breaker_again() -> None:
     assert breaker.allow() and not breaker.allow()  # one trial at a time
     breaker.failure()
     assert breaker.state == "open" and not breaker.allow()
+
+
+class FlakyPrompt:
+    """A prompt stage with a remote tokenizer: it raises while `broken` is set."""
+
+    name = "prompt"
+    reads = ("query", "hits")
+    writes = ("prompt",)
+
+    def __init__(self) -> None:
+        self.broken = False
+
+    def run(self, state: RequestState) -> RequestState:
+        if self.broken:
+            raise ConnectionError("tokenizer unreachable")
+        state.prompt = "fitted"
+        return state
+
+
+def test_a_prompt_stage_counts_against_its_backend_and_fails_over_once() -> None:
+    """The prompt stage's failure answers from the fallback, counts one failure, and the generator is not
+    called (nor counted); while the breaker is open the prompt stage is refused; its success alone closes nothing."""
+    prompt, flaky = FlakyPrompt(), Flaky()
+    flaky.reads = ("query", "prompt")
+    breaker = CircuitBreaker("llm", failures=2, reset_s=60)
+    pipe = Pipeline([Step(PromptGate(prompt, breaker), fallback=ExtractiveGenerator()),
+                     Step(SkipWhenAnswered(Guarded(flaky, breaker)), fallback=ExtractiveGenerator())], inputs=("query", "hits"))
+    prompt.broken = True
+    result = pipe.run("q")
+    assert result.answer.generator == "extractive" and flaky.calls == 0
+    assert breaker.consecutive_failures == 1 and breaker.state == "closed"
+    pipe.run("q")
+    assert breaker.state == "open"
+    prompt.broken = False
+    result = pipe.run("q")
+    assert "BreakerOpen" in result.trace.degraded[0] and flaky.calls == 0
+    closed = CircuitBreaker("llm", failures=2, reset_s=60)
+    closed.failure()
+    PromptGate(prompt, closed).run(RequestState(query=Query(text="q")))
+    assert closed.consecutive_failures == 1  # a prompt that fits says nothing of the generator
 
 
 def test_fallback_chain_uses_the_next_stage_and_says_why() -> None:
