@@ -170,20 +170,25 @@ class CircuitBreaker:
                 self._move(self.OPEN)
 
 
-class Guarded:
-    """A stage behind a circuit breaker, with the same name and fields. A cancelled or timed-out request
-    (finish_reason "deadline") says nothing about the backend's health and does not count either way."""
+class _StandIn:
+    """A wrapper that takes its stage's place: the same name, fields and config, and its warm-up."""
 
-    def __init__(self, stage: Any, breaker: CircuitBreaker):
+    def __init__(self, stage: Any):
         self.stage = stage
-        self.breaker = breaker
-        self.name = stage.name
-        self.reads = stage.reads
-        self.writes = stage.writes
+        self.name, self.reads, self.writes = stage.name, stage.reads, stage.writes
         self.config = getattr(stage, "config", None)
         warm = getattr(stage, "warm", None)
         if warm is not None:
             self.warm = warm
+
+
+class Guarded(_StandIn):
+    """A stage behind a circuit breaker, with the same name and fields. A cancelled or timed-out request
+    (finish_reason "deadline") says nothing about the backend's health and does not count either way."""
+
+    def __init__(self, stage: Any, breaker: CircuitBreaker):
+        super().__init__(stage)
+        self.breaker = breaker
 
     def run(self, state: RequestState) -> RequestState:
         if not self.breaker.allow():
@@ -197,18 +202,14 @@ class Guarded:
         return state
 
 
-class PromptGate:
+class PromptGate(_StandIn):
     """A backend's prompt stage behind that backend's breaker. A remote tokenizer is part of the backend: while
     the breaker is open the stage is refused, and its failure counts against the backend. Its success closes
     nothing: whether the backend answers is the generator's call (Guarded), which takes the half-open trial."""
 
     def __init__(self, stage: Any, breaker: CircuitBreaker):
-        self.stage = stage
+        super().__init__(stage)
         self.breaker = breaker
-        self.name, self.reads, self.writes = stage.name, stage.reads, stage.writes
-        warm = getattr(stage, "warm", None)
-        if warm is not None:
-            self.warm = warm
 
     def run(self, state: RequestState) -> RequestState:
         if self.breaker.refusing():
@@ -220,15 +221,8 @@ class PromptGate:
             raise
 
 
-class SkipWhenAnswered:
+class SkipWhenAnswered(_StandIn):
     """A generator after a PromptGate: when the prompt stage failed over, the fallback has answered already."""
-
-    def __init__(self, stage: Any):
-        self.stage = stage
-        self.name, self.reads, self.writes = stage.name, stage.reads, stage.writes
-        warm = getattr(stage, "warm", None)
-        if warm is not None:
-            self.warm = warm
 
     def run(self, state: RequestState) -> RequestState:
         return state if state.answer is not None else self.stage.run(state)
