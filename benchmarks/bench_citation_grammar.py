@@ -26,28 +26,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from ragopt.data.jsonl import load_ragopt_jsonl  # noqa: E402
 from ragopt.gguf_meta import resolve_model  # noqa: E402
-from ragopt.pipeline import Pipeline, RequestState  # noqa: E402
+from ragopt.pipeline import Pipeline  # noqa: E402
 from ragopt.resources import Resources  # noqa: E402
 from ragopt.stages.generate_llama import GeneratorConfig, LlamaGenerator  # noqa: E402
 from ragopt.types import Chunk, Hit  # noqa: E402
 
+from given_hits import Given  # noqa: E402  (beside this script)
+
 SHIPPED = Path(__file__).resolve().parents[1] / "evalsets" / "hospital"
 MODES = ("free", "grammar")
-
-
-class Given:
-    """Stands in for retrieval: the question's judged-relevant documents as passages."""
-
-    name = "retrieve"
-    reads: tuple[str, ...] = ()
-    writes = ("hits",)
-
-    def __init__(self, hits: list[Hit]):
-        self.hits = hits
-
-    def run(self, state: RequestState) -> RequestState:
-        state.hits = list(self.hits)
-        return state
 
 
 def passages(relevance: dict[str, int], docs: dict[str, Any], limit: int = 4) -> list[Hit]:

@@ -41,30 +41,16 @@ from ragopt.eval.citations import citation_scores  # noqa: E402
 from ragopt.eval.scoring import contains_reference  # noqa: E402
 from ragopt.gguf_meta import resolve_model  # noqa: E402
 from ragopt.index import build_index, make_embedder  # noqa: E402
-from ragopt.pipeline import Pipeline, RequestState  # noqa: E402
+from ragopt.pipeline import Pipeline  # noqa: E402
 from ragopt.plan import retrieval_stages  # noqa: E402
 from ragopt.resources import Resources  # noqa: E402
 from ragopt.stages.generate_llama import GeneratorConfig, LlamaGenerator  # noqa: E402
-from ragopt.types import Hit  # noqa: E402
 from ragopt.workspace import workspace_dir  # noqa: E402
+
+from given_hits import Given  # noqa: E402  (beside this script)
 
 SHIPPED = Path(__file__).resolve().parents[1] / "evalsets" / "hospital"
 ARMS = ("off", "prompt_lookup")
-
-
-class Given:
-    """The question's retrieved passages, so both arms answer from the same prompt."""
-
-    name = "retrieve"
-    reads: tuple[str, ...] = ()
-    writes = ("hits",)
-
-    def __init__(self, hits: list[Hit]):
-        self.hits = hits
-
-    def run(self, state: RequestState) -> RequestState:
-        state.hits = list(self.hits)
-        return state
 
 
 def percentile(values: list[float], q: float) -> float | None:
