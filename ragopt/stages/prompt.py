@@ -231,10 +231,32 @@ def _prefix_tokens(text: str, tokens: list[int], end_char: int, tokenize: Callab
     return _common_prefix(tokenize(text[:end_char]), tokens)
 
 
-def _largest(lo: int, hi: int, ok: Callable[[int], bool]) -> int | None:
-    """Largest x in [lo, hi] with ok(x), for ok true up to some x and false beyond; None if ok(lo) fails."""
+def _largest(lo: int, hi: int, ok: Callable[[int], bool], start: int | None = None) -> int | None:
+    """Largest x in [lo, hi] with ok(x), for ok true up to some x and false beyond; None if ok(lo) fails.
+
+    A check tokenizes a prompt of about x parts, so the search goes out from `start` (a guess; lo without one)
+    in doubling steps, down or up, before it bisects: the checks stay near the answer. Plain bisection over
+    the 100 passages an evaluation retrieves, when a few of them fit, tokenized the largest prompts first."""
     if not ok(lo):
         return None
+    x = lo if start is None else min(max(start, lo), hi)
+    step = 1
+    if x > lo and not ok(x):  # the answer is below the guess
+        hi = x - 1
+        while True:
+            probe = max(x - step, lo)
+            if probe == lo or ok(probe):
+                lo = probe
+                break
+            hi, step = probe - 1, step * 2
+    else:
+        lo = x
+        while lo < hi:
+            probe = min(lo + step, hi)
+            if not ok(probe):
+                hi = probe - 1
+                break
+            lo, step = probe, step * 2
     while lo < hi:
         mid = (lo + hi + 1) // 2
         if ok(mid):
@@ -254,8 +276,15 @@ class _Candidates:
         self.summary = parts.history[0] if parts.history and parts.history[0].role == "system" else None
         self.verbatim = list(parts.history[1:] if self.summary is not None else parts.history)
         self.summary_words = self.summary.content.split() if self.summary is not None else []
+        self._built: dict[tuple[Any, ...], tuple[PromptParts, str, list[int]]] = {}
 
     def build(self, n_pass: int, n_drop: int, n_summary_words: int, question: str | None = None) -> tuple[PromptParts, str, list[int]]:
+        key = (n_pass, n_drop, n_summary_words, question)
+        if key not in self._built:  # the search checks the prompt it then returns: tokenized once
+            self._built[key] = self._build(*key)
+        return self._built[key]
+
+    def _build(self, n_pass: int, n_drop: int, n_summary_words: int, question: str | None) -> tuple[PromptParts, str, list[int]]:
         words = self.summary_words[:n_summary_words]
         kept_summary = [Turn(role="system", content=" ".join(words))] if n_summary_words else []
         p = PromptParts(
@@ -271,15 +300,23 @@ class _Candidates:
     def fits(self, *args: Any) -> bool:
         return len(self.build(*args)[2]) <= self.budget
 
+    def guess_passages(self, n_summary_words: int) -> int:
+        """How many passages fit by their own token counts added, in rank order, to the prompt without any: where
+        the exact search starts (joined into one prompt a few tokens differ)."""
+        used = len(self.build(0, 0, n_summary_words)[2])
+        for n, passage in enumerate(self.passages):
+            used += len(self.renderer.tokenize(format_passage(passage)))
+            if used > self.budget:
+                return n
+        return len(self.passages)
+
     def cut(self) -> tuple[int, int, int, str | None]:
         """(passages, verbatim turns dropped, summary words, question or None) of the largest prompt that fits,
         giving up content in the order of the module docstring."""
         fits, verbatim = self.fits, self.verbatim
         n_pass, n_drop, n_words, question = len(self.passages), 0, len(self.summary_words), None
         one = min(n_pass, 1)
-        if fits(n_pass, 0, n_words):
-            return n_pass, n_drop, n_words, question
-        k = _largest(one, n_pass, lambda k: fits(k, 0, n_words))  # 1. passages beyond the first
+        k = _largest(one, n_pass, lambda k: fits(k, 0, n_words), start=self.guess_passages(n_words))  # all, else 1.
         if k is not None:
             return k, n_drop, n_words, question
         keep = _largest(0, len(verbatim), lambda keep: fits(one, len(verbatim) - keep, n_words))  # 2. turns, oldest first

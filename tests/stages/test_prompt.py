@@ -216,3 +216,35 @@ def test_prompt_stage_writes_the_fitted_prompt_and_traces_the_budget():
 def test_prompt_stage_with_no_budget_is_refused_when_built():
     with pytest.raises(InputError, match="no room"):
         BuildPrompt(WordRenderer(), 0)
+
+
+def test_the_guided_search_finds_the_largest_that_fits_from_any_guess() -> None:
+    from ragopt.stages.prompt import _largest
+
+    for lo in (0, 1):
+        for hi in range(lo, 12):
+            for answer in range(lo - 1, hi + 1):  # lo - 1: not even lo holds
+                for start in (None, *range(lo - 2, hi + 3)):
+                    checked: list[int] = []
+                    found = _largest(lo, hi, lambda x: checked.append(x) or x <= answer, start=start)
+                    assert found == (None if answer < lo else answer), (lo, hi, answer, start)
+                    assert all(lo <= x <= hi for x in checked)
+
+
+def test_fitting_many_passages_tokenizes_prompts_near_the_answer_only() -> None:
+    """100 retrieved passages of which about 10 fit: the checked prompts stay small (a guess from the passages'
+    own counts), where bisection started by tokenizing all 100."""
+    parts = prompt_parts(Query(text="what?"), make_hits(100, words=50), PromptConfig())
+    sizes: list[int] = []
+
+    class Counting(WordRenderer):
+        def tokenize(self, text: str) -> list[int]:
+            tokens = super().tokenize(text)
+            sizes.append(len(tokens))
+            return tokens
+
+    fitted = fit_prompt(parts, Counting(), 600)
+    kept = len(fitted.parts.passages)
+    assert 5 <= kept < 100 and len(fitted.tokens) <= 600
+    assert len(fit_prompt(parts, WordRenderer(), 600).tokens) == len(fitted.tokens)
+    assert max(sizes) < 2 * 600  # never the whole 100-passage prompt (about 5,300 words)
