@@ -32,19 +32,39 @@ ENGLISH_ONLY = frozenset({DEFAULT_EMBEDDER})
 CJK_SHARE_FOR_WARNING = 0.5
 
 
-def language_warning(models: Iterable[str], texts: Iterable[str]) -> str | None:
-    """One line when an English-only embedder among `models` is to embed texts mostly in Chinese, Japanese or
-    Korean (by their share of letters), else None."""
+def _english_only_on_cjk(models: Iterable[str], texts: Iterable[str]) -> tuple[str, float] | None:
+    """(an English-only embedder among `models`, the CJK share of the texts' letters) when that share is at least
+    CJK_SHARE_FOR_WARNING, else None."""
     english_only = sorted(m for m in set(models) if m in ENGLISH_ONLY)
     if not english_only:
         return None
     share = ScriptShare(texts).cjk_share
-    if share < CJK_SHARE_FOR_WARNING:
+    return (english_only[0], share) if share >= CJK_SHARE_FOR_WARNING else None
+
+
+def language_warning(models: Iterable[str], texts: Iterable[str]) -> str | None:
+    """One line when an English-only embedder among `models` is to embed texts mostly in Chinese, Japanese or
+    Korean (by their share of letters), else None."""
+    found = _english_only_on_cjk(models, texts)
+    if found is None:
         return None
+    model, share = found
     return (f"warning: {share:.0%} of the corpus's letters are Chinese, Japanese or Korean, but the embedder "
-            f"{english_only[0]} (all-MiniLM-L6-v2) reads English only, so dense and hybrid retrieval will be weak: "
+            f"{model} (all-MiniLM-L6-v2) reads English only, so dense and hybrid retrieval will be weak: "
             "retrieve with bm25, or give a multilingual model by path or hub name (the `embedders` setting of a sweep "
             "config, or --embedder)")
+
+
+def auto_retriever(model: str, texts: Iterable[str]) -> tuple[str, str | None]:
+    """What `--retriever auto` stands for, and the line that says why when it is not hybrid: hybrid, unless the
+    corpus is mostly CJK and `model` reads English only. Then its dense ranking is noise, and fusing it pushes
+    the right passage down (on CMRC 2018 the question's paragraph falls out of the top 3), so bm25 alone."""
+    found = _english_only_on_cjk([model], texts)
+    if found is None:
+        return "hybrid", None
+    return "bm25", (f"note: retrieving with bm25: {found[1]:.0%} of the corpus's letters are Chinese, Japanese or Korean "
+                    f"and the embedder {model} reads English only (--retriever hybrid fuses it anyway; a multilingual "
+                    "--embedder makes hybrid worth it)")
 
 
 def resolve_model_path(model: str) -> str:

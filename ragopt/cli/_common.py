@@ -82,7 +82,9 @@ def add_chunking_args(p: argparse.ArgumentParser) -> None:
 
 
 def add_retriever_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--retriever", choices=["dense", "bm25", "hybrid", "langchain"], default="hybrid")
+    p.add_argument("--retriever", choices=["auto", "dense", "bm25", "hybrid", "langchain"], default="auto",
+                   help="auto (default): hybrid, or bm25 when the corpus is mostly Chinese, Japanese or Korean and the "
+                        "embedder reads English only")
     p.add_argument("--langchain", metavar="MODULE:ATTR", help="with --retriever langchain: your LangChain retriever (or a factory)")
     p.add_argument("--fusion", choices=["rrf", "convex"], default="rrf")
     p.add_argument("--alpha", type=float, default=0.5, help="convex fusion: weight of the dense score")
@@ -135,7 +137,8 @@ def retrieval_config(args: argparse.Namespace, top_k: int = 10) -> RetrievalConf
         from ragopt.config import resolve_target
 
         resolve_target(args.langchain, field="--langchain")  # importable before any work starts
-    return from_flags(RetrievalConfig, flags, retriever=args.retriever, top_k=top_k, fusion=fusion, bm25=bm25,
+    retriever = "hybrid" if args.retriever == "auto" else args.retriever  # until choose_retriever sees the corpus
+    return from_flags(RetrievalConfig, flags, retriever=retriever, top_k=top_k, fusion=fusion, bm25=bm25,
                       langchain=getattr(args, "langchain", None))
 
 
@@ -153,6 +156,18 @@ def output_file(path: str | None, flag: str) -> None:
 def validate_retrieval_flags(args: argparse.Namespace, top_k: int = 10) -> RetrievalConfig:
     """Every chunking and retrieval flag checked at once, before a file is read or a model loaded."""
     chunker_config(args)
+    return retrieval_config(args, top_k)
+
+
+def choose_retriever(args: argparse.Namespace, documents: list[Document], top_k: int = 10) -> RetrievalConfig:
+    """The retrieval config once the corpus is known: `--retriever auto` becomes hybrid or bm25 (see
+    ragopt.backends.embeddings.auto_retriever), the choice said on stderr when it is bm25."""
+    if args.retriever == "auto":
+        from ragopt.backends.embeddings import auto_retriever
+
+        args.retriever, note = auto_retriever(embedder_config(args).model, (d.text for d in documents))
+        if note:
+            print(note, file=sys.stderr)
     return retrieval_config(args, top_k)
 
 

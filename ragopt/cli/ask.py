@@ -70,6 +70,7 @@ def _warm(config, resources):  # type: ignore[no-untyped-def]
 
 def _pipeline(args: argparse.Namespace, plan, resources, documents):  # type: ignore[no-untyped-def]
     """The plan's pipeline: retrieval over the documents' index, or none without documents."""
+    from ragopt.config import needs_vectors
     from ragopt.index import make_embedder
     from ragopt.plan import open_plan, pipeline_for
 
@@ -77,10 +78,26 @@ def _pipeline(args: argparse.Namespace, plan, resources, documents):  # type: ig
     if documents is not None:
         pipeline, _ = open_plan(plan, documents, workspace, store=_common.store_config(args), resources=resources,
                                 progress=sys.stderr.isatty(), cache_queries=True)
-        make_embedder(workspace, plan.embedder, resources).model  # loaded before the question arrives, as the LLM is
+        if needs_vectors(plan.retrieval.retriever):  # loaded before the question arrives, as the LLM is
+            make_embedder(workspace, plan.embedder, resources).model
         return pipeline
     print("note: no --dataset or --docs given: answering from the question alone, without passages or citations", file=sys.stderr)
     return pipeline_for(plan, None, make_embedder(workspace, plan.embedder, resources), workspace, resources=resources)
+
+
+def _route_cjk_question(args: argparse.Namespace, saved) -> None:  # type: ignore[no-untyped-def]
+    """The packaged SmolLM2-135M reads and writes English only: asked in Chinese over Chinese passages it strings
+    unrelated names together and cites the wrong passage (seen on CMRC 2018). So without --model (and without a
+    saved plan, which is served as measured) a question mostly in CJK scripts is answered extractively, with
+    the passages' own cited sentences, and a note says so."""
+    from ragopt.backends.embeddings import CJK_SHARE_FOR_WARNING
+    from ragopt.text import ScriptShare
+
+    if args.extractive or args.model or saved is not None or ScriptShare([args.question]).cjk_share < CJK_SHARE_FOR_WARNING:
+        return
+    print("note: the question is in Chinese, Japanese or Korean and the default model (SmolLM2-135M) writes English only: "
+          "answering extractively from the passages; give --model a multilingual GGUF to generate", file=sys.stderr)
+    args.extractive = True
 
 
 def _plan(args: argparse.Namespace, saved):  # type: ignore[no-untyped-def]
@@ -126,8 +143,11 @@ def run(args: argparse.Namespace) -> int:
     from ragopt.types import Query
 
     saved = _common.saved_plan(args)
+    _route_cjk_question(args, saved)
     plan, config = _plan(args, saved)
     documents, own = _documents(args, saved)  # read and checked before a model loads
+    if saved is None and documents is not None:
+        plan = plan.model_copy(update={"retrieval": _common.choose_retriever(args, documents, args.top_k)})
     resources = Resources()
     if saved is not None:
         check_saved(saved.model_copy(update={"plan": plan}), documents if own else None,

@@ -31,13 +31,14 @@ def run(args: argparse.Namespace) -> int:
     from ragopt.eval.scoring import rank_scores
     from ragopt.trace import percentiles, write_jsonl
 
-    config = _common.validate_retrieval_flags(args)
+    _common.validate_retrieval_flags(args)
     _common.output_file(args.save_run, "--save-run")
     _common.output_file(args.traces, "--traces")
     _common.docs_options(args)
     dataset = str(_common.generated_set(args, progress=not args.json)) if args.docs else args.dataset
     evalset = load_evalset(dataset, split=args.split)
-    report, embedder = _common.build(args, evalset.documents, progress=not args.json, dense=needs_vectors(args.retriever))
+    config = _common.choose_retriever(args, evalset.documents)
+    report, embedder = _common.build(args, evalset.documents, progress=not args.json, dense=needs_vectors(config.retriever))
     depth = chunk_depth(report.index, DOCS_PER_QUERY)
     runs = run_queries(evalset, report.index, embedder, config, depth, progress=sys.stderr.isatty(), workspace=_common.workspace(args))
     per_query = rank_scores(runs, evalset, METRICS)

@@ -30,8 +30,10 @@ def run(args: argparse.Namespace) -> int:
     from ragopt.plan import retrieval_stages
     from ragopt.types import Query
 
-    config = _common.validate_retrieval_flags(args, args.top_k)
-    report, embedder = _common.build(args, _common.documents(args, progress=not args.json), progress=not args.json, dense=needs_vectors(args.retriever))
+    _common.validate_retrieval_flags(args, args.top_k)
+    documents = _common.documents(args, progress=not args.json)
+    config = _common.choose_retriever(args, documents, args.top_k)
+    report, embedder = _common.build(args, documents, progress=not args.json, dense=needs_vectors(config.retriever))
     stages = retrieval_stages(report.index, embedder, config)
     result = Pipeline(stages).run(Query(text=args.query, tenant=args.tenant, scopes=args.scope))
     if args.json:

@@ -93,7 +93,7 @@ def options(args: argparse.Namespace):  # type: ignore[no-untyped-def]
         settings=settings, engine=args.engine, model=args.model, small_model=args.small_model, backend_url=args.backend_url,
         parallel=args.parallel, threads=args.threads, n_ctx=args.n_ctx, max_tokens=args.max_tokens,
         speculative=args.speculative, repeat_stop=args.repeat_stop, dataset=args.dataset,
-        docs=_common.docs_options(args), split=args.split, retrieval=retrieval, chunker=_common.chunker_config(args), embedder=_common.embedder_config(args),
+        docs=_common.docs_options(args), split=args.split, retrieval=retrieval, auto_retriever=args.retriever == "auto", chunker=_common.chunker_config(args), embedder=_common.embedder_config(args),
         store=_common.store_config(args), redis_url=args.redis, cache=not args.no_cache, saved=_common.saved_plan(args),
     )
     check_options(opts)

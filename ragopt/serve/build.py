@@ -45,6 +45,7 @@ class ServeOptions:
     docs: DocsOptions | None = None  # your own documents instead of a dataset's corpus
     split: str = "test"
     retrieval: RetrievalConfig = field(default_factory=RetrievalConfig)
+    auto_retriever: bool = False  # --retriever auto: hybrid, or bm25 for a mostly CJK corpus and an English-only embedder
     chunker: ChunkerConfig = field(default_factory=lambda: ChunkerConfig(mode="whole"))
     embedder: EmbedderConfig = field(default_factory=EmbedderConfig)
     store: StoreConfig = field(default_factory=StoreConfig)
@@ -97,6 +98,13 @@ def _plan_parts(opts: ServeOptions, workspace: Path, resources: Any) -> PlanPart
     embedder = make_embedder(workspace, plan.embedder, resources)
     if opts.saved is not None:  # before any index is built or model loaded
         check_saved(opts.saved, documents if not (opts.dataset or opts.docs) else None, embedder.fingerprint)
+    elif opts.auto_retriever and documents is not None:
+        from ragopt.backends.embeddings import auto_retriever
+
+        retriever, note = auto_retriever(plan.embedder.model, (d.text for d in documents))
+        if note:
+            print(note, file=sys.stderr)
+        plan = plan.model_copy(update={"retrieval": plan.retrieval.model_copy(update={"retriever": retriever})})
     index, kb_version = None, "no-kb"
     if documents is not None:
         report = build_index(documents, plan.chunker, embedder, workspace, store_config=opts.store, resources=resources,

@@ -316,3 +316,31 @@ def test_a_bad_generation_setting_is_one_line_naming_it(case: str, tmp_path: Pat
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and len(err) == 1 and needle in err[0], err
     assert not (tmp_path / "out").exists()
+
+
+CHINESE_DOCS = [
+    {"_id": "game", "title": "战国无双3", "text": "《战国无双3》是由光荣和ω-force开发的战国无双系列的正统第三续作。本作以三大故事为主轴。"},
+    {"_id": "city", "title": "上海", "text": "上海是中国的经济中心，位于长江入海口。"},
+    {"_id": "power", "title": "长江电力", "text": "中国长江电力股份有限公司是中国最大的电力上市公司之一。"},
+]
+
+
+def test_on_a_chinese_corpus_search_and_ask_retrieve_with_bm25_and_ask_answers_from_the_passage(tmp_path: Path) -> None:
+    dataset = write_beir(tmp_path / "zh", docs=CHINESE_DOCS, queries=[{"_id": "q1", "text": "战国无双3是谁开发的？"}],
+                         qrels=[("q1", "game", 1)])
+    question = "《战国无双3》是由哪两个公司合作开发的？"
+    done = ragopt("search", "--dataset", str(dataset), "--json", question, workspace=tmp_path / "ws")
+    assert done.returncode == 0, done.stderr
+    out = json.loads(done.stdout)
+    assert out["hits"][0]["doc_id"] == "game"
+    assert [s["name"] for s in out["trace"]["spans"]] == ["bm25"]  # MiniLM reads English only: not fused in
+    assert "note: retrieving with bm25" in done.stderr
+    forced = ragopt("search", "--dataset", str(dataset), "--json", "--retriever", "hybrid", question, workspace=tmp_path / "ws")
+    assert "fuse" in [s["name"] for s in json.loads(forced.stdout)["trace"]["spans"]]  # an explicit choice stands
+
+    asked = ragopt("ask", "--dataset", str(dataset), "--no-stream", question, workspace=tmp_path / "ws")
+    assert asked.returncode == 0, asked.stderr
+    assert "answering extractively" in asked.stderr  # the English-only default model is not asked in Chinese
+    answer = asked.stdout.split("\n\n")[0]
+    assert "光荣和ω-force" in answer and "[1]" in answer
+    assert "[1] game (战国无双3)" in asked.stdout
