@@ -189,6 +189,12 @@ def run(args: argparse.Namespace) -> int:
         for line in format_citations(answer.citations, titles):
             print(f"  {line}")
 
+    _print_trace(trace)
+    return 0
+
+
+def _print_trace(trace) -> None:  # type: ignore[no-untyped-def]
+    """Each stage's time, then the generator's TTFT, TPOT, tokens, reuse and what the token budget dropped."""
     print("\ntrace:")
     for s in trace.spans:
         note = " (skipped)" if s.skipped else (f"  error: {s.error}" if s.error else "")
@@ -219,4 +225,3 @@ def run(args: argparse.Namespace) -> int:
             print(f"  generator: {a.get('generator')} (no LLM: no TTFT/TPOT)")
     for reason in trace.degraded:
         print(f"  degraded: {reason}")
-    return 0
