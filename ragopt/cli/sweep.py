@@ -238,68 +238,27 @@ def judge_lines(results: Any) -> list[str]:
     return lines
 
 
-def run(args: argparse.Namespace) -> int:
+def _evalsets(config):  # type: ignore[no-untyped-def]
+    """(selection set, report set or None, report split's name or None), as the config's splits or holdout say."""
+    from ragopt.data import load_evalset
+    from ragopt.eval.heldout import split_holdout
+
+    if config.select_split:
+        return (load_evalset(config.dataset, split=config.select_split),
+                load_evalset(config.dataset, split=config.report_split), config.report_split)
+    evalset = load_evalset(config.dataset, split=config.split)
+    if config.holdout:
+        evalset, report_set = split_holdout(evalset, config.holdout, config.seed)
+        return evalset, report_set, f"holdout {config.holdout:g} (seed {config.seed})"
+    return evalset, None, None
+
+
+def _print_selection(results) -> int:  # type: ignore[no-untyped-def]
+    """The selected trial, or why none passes (exit 1); the held-out split's intervals; noise and baseline notes."""
     import sys
 
-    from ragopt.config import needs_vectors
-    from ragopt.data import load_evalset
-    from ragopt.eval.bootstrap import compare_to_baseline
-    from ragopt.eval.report import closest_trial, write_outputs
-    from ragopt.eval.results import SweepResults
-    from ragopt.eval.heldout import split_holdout
-    from ragopt.eval.sweep import confirm, run_sweep
-    from ragopt.backends.embeddings import language_warning
+    from ragopt.eval.report import closest_trial
 
-    config = load_config(args)
-    baseline = SweepResults.load(config.baseline.path) if config.baseline else None  # read before any work
-    if args.docs:
-        config = config.model_copy(update={"dataset": str(_common.generated_set(args, config.seed, not args.no_progress))})
-    if config.select_split:
-        evalset = load_evalset(config.dataset, split=config.select_split)
-        report_set, report_name = load_evalset(config.dataset, split=config.report_split), config.report_split
-    else:
-        evalset = load_evalset(config.dataset, split=config.split)
-        report_set, report_name = None, None
-        if config.holdout:
-            evalset, report_set = split_holdout(evalset, config.holdout, config.seed)
-            report_name = f"holdout {config.holdout:g} (seed {config.seed})"
-    out = Path(args.out)
-    workspace = _common.workspace(args)
-    dense = any(map(needs_vectors, config.retrievers))
-    warning = language_warning([e.model for e in config.embedder_configs()], (d.text for d in evalset.documents)) if dense else None
-    if warning:
-        print(warning, file=sys.stderr)
-    outcome = run_sweep(
-        evalset, config, workspace, progress=not args.no_progress,
-        runs_dir=out / "runs" if args.save_runs else None, remeasure=args.remeasure,
-    )
-    if not config.gates:
-        print("warning: no quality gates, so every trial passes and the cheapest (smallest K) is selected; "
-              "add --gate, e.g. --gate 'recall@10>=0.9'", file=sys.stderr)
-    results = outcome.results
-    if report_set is not None:
-        confirm(outcome, report_set, workspace, split=report_name, selection_split=config.select_split or "selection",
-                progress=not args.no_progress)
-    paths = write_outputs(results, out, outcome.latencies)  # written before any comparison can fail
-    if baseline is not None:
-        results.baseline = compare_to_baseline(
-            results, baseline, config.baseline.tolerance, baseline_path=config.baseline.path, metrics=config.baseline.metrics
-        )
-        paths = write_outputs(results, out, outcome.latencies)
-
-    print(f"{evalset.name}: {len(evalset.documents)} documents, {len(evalset.queries)} queries, "
-          f"{len(results.trials)} trials in {outcome.seconds:.1f} s")
-    if results.dataset.generated:
-        print(f"figures from a generated set: {results.dataset.generated}")
-    print(f"objective: {results.objective}")
-    print(f"gates: {', '.join(results.gates) or '(none)'}")
-    for line in table_lines(results):
-        print(line)
-    if len(results.trials) > TABLE_ROWS:
-        print(f"  ... {len(results.trials) - TABLE_ROWS} more in {paths['csv']}")
-    for line in judge_lines(results):
-        print(line)
-    print(f"outputs: {', '.join(str(p) for p in paths.values())}")
     code = 0
     if results.selected:
         print(f"selected: {results.selected}  (* selected, + passes every gate)")
@@ -331,3 +290,55 @@ def run(args: argparse.Namespace) -> int:
             code = 1
             print("regression against the baseline beyond the tolerance", file=sys.stderr)
     return code
+
+
+def run(args: argparse.Namespace) -> int:
+    import sys
+
+    from ragopt.config import needs_vectors
+    from ragopt.eval.bootstrap import compare_to_baseline
+    from ragopt.eval.report import write_outputs
+    from ragopt.eval.results import SweepResults
+    from ragopt.eval.sweep import confirm, run_sweep
+    from ragopt.backends.embeddings import language_warning
+
+    config = load_config(args)
+    baseline = SweepResults.load(config.baseline.path) if config.baseline else None  # read before any work
+    if args.docs:
+        config = config.model_copy(update={"dataset": str(_common.generated_set(args, config.seed, not args.no_progress))})
+    evalset, report_set, report_name = _evalsets(config)
+    out = Path(args.out)
+    workspace = _common.workspace(args)
+    dense = any(map(needs_vectors, config.retrievers))
+    warning = language_warning([e.model for e in config.embedder_configs()], (d.text for d in evalset.documents)) if dense else None
+    if warning:
+        print(warning, file=sys.stderr)
+    outcome = run_sweep(
+        evalset, config, workspace, progress=not args.no_progress,
+        runs_dir=out / "runs" if args.save_runs else None, remeasure=args.remeasure,
+    )
+    if not config.gates:
+        print("warning: no quality gates, so every trial passes and the cheapest (smallest K) is selected; "
+              "add --gate, e.g. --gate 'recall@10>=0.9'", file=sys.stderr)
+    results = outcome.results
+    if report_set is not None:
+        confirm(outcome, report_set, workspace, split=report_name, selection_split=config.select_split or "selection",
+                progress=not args.no_progress)
+    paths = write_outputs(results, out, outcome.latencies)  # written before any comparison can fail
+    if baseline is not None:
+        results.baseline = compare_to_baseline(
+            results, baseline, config.baseline.tolerance, baseline_path=config.baseline.path, metrics=config.baseline.metrics
+        )
+        paths = write_outputs(results, out, outcome.latencies)
+
+    print(f"{evalset.name}: {len(evalset.documents)} documents, {len(evalset.queries)} queries, "
+          f"{len(results.trials)} trials in {outcome.seconds:.1f} s")
+    if results.dataset.generated:
+        print(f"figures from a generated set: {results.dataset.generated}")
+    print(f"objective: {results.objective}")
+    print(f"gates: {', '.join(results.gates) or '(none)'}")
+    for line in [*table_lines(results), *([f"  ... {len(results.trials) - TABLE_ROWS} more in {paths['csv']}"]
+                                          if len(results.trials) > TABLE_ROWS else []), *judge_lines(results)]:
+        print(line)
+    print(f"outputs: {', '.join(str(p) for p in paths.values())}")
+    return _print_selection(results)
