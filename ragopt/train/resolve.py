@@ -46,7 +46,8 @@ def resolve_trained_models(config: Any, workspace: Path, *, progress: bool = Tru
             load_split(config.dataset, split)
         except InputError as exc:
             raise InputError(f"trained:{split}: {exc.message}", path=exc.path, line=exc.line, field=exc.field) from None
-    folders = {(kind, split): str(trainers[kind](split)) for kind, split in sorted(splits)}
+    # absolute: results.json records these folders, and `serve --from` may run from another directory
+    folders = {(kind, split): str(trainers[kind](split).resolve()) for kind, split in sorted(splits)}
 
     def resolved(kind: str, model: Any) -> Any:
         split = trained_split(model)
