@@ -1,0 +1,87 @@
+"""Does `ragopt serve --from RESULTS` retrieve what the sweep measured? For every question of a split, the hits
+(ids and order) and retrieval stages `/v1/ask` returns against the sweep's trial runner on the same plan, and
+nDCG@10 of those outcomes beside the figure results.json recorded for that split.
+
+Usage (from the folder the sweep ran in, with its workspace):
+    python scripts/check_serve_from.py --results runs/scifact/results.json --config pipelines/scifact-sweep.toml --split test
+Prints one JSON object; exit 1 when any question's hits or stages differ.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+import time
+import tomllib
+from pathlib import Path
+
+
+def served(results: str, port: int, questions: list[str], workdir: Path) -> list[dict]:
+    import httpx
+
+    keys = workdir / "keys.json"
+    keys.write_text(json.dumps({"check": {"tenant": "public", "scopes": []}}))
+    log = open(workdir / "serve.err", "w")
+    server = subprocess.Popen(["ragopt", "serve", "--from", results, "--api-keys", str(keys), "--port", str(port),
+                               "--engine", "extractive", "--no-cache"], stderr=log)
+    try:
+        while True:
+            try:
+                if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            if server.poll() is not None:
+                sys.exit("serve exited: " + (workdir / "serve.err").read_text())
+            time.sleep(1)
+        return [httpx.post(f"http://127.0.0.1:{port}/v1/ask", json={"question": q, "stream": False},
+                           headers={"Authorization": "Bearer check"}, timeout=120).json()["trace"] for q in questions]
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--results", required=True)
+    p.add_argument("--config", required=True, help="the sweep TOML the results came from")
+    p.add_argument("--split", default="test")
+    p.add_argument("--port", type=int, default=8123)
+    args = p.parse_args()
+
+    from ragopt.data import load_evalset
+    from ragopt.eval.metrics import mean
+    from ragopt.eval.scoring import rank_scores
+    from ragopt.eval.sweep import SweepConfig
+    from ragopt.eval.trials import TrialRunner
+    from ragopt.plan import load_plan
+    from ragopt.resources import Resources
+    from ragopt.workspace import workspace_dir
+
+    saved = load_plan(args.results)
+    data = tomllib.loads(Path(args.config).read_text(encoding="utf-8"))
+    data["dataset"] = str((Path(args.config).parent / data["dataset"]).resolve())
+    evalset = load_evalset(data["dataset"], split=args.split)
+    with Resources() as resources:
+        runner = TrialRunner(evalset, SweepConfig.model_validate(data), workspace_dir(None), resources, progress=False, remeasure=False)
+        outcomes, _ = runner.run(saved.plan, [q.query for q in evalset.queries], "check")
+        runner.close()
+    recorded = json.loads(Path(args.results).read_text(encoding="utf-8"))
+    held = recorded["held_out"]["metrics"] if (recorded.get("held_out") or {}).get("split") == args.split else None
+    with tempfile.TemporaryDirectory() as tmp:
+        traces = served(args.results, args.port, [q.query.text for q in evalset.queries], Path(tmp))
+    same_hits = sum(t["hits"] == [r[0] for r in o.ranking] for t, o in zip(traces, outcomes))
+    retrieval = [n for n in outcomes[0].stage_ms if n != "prompt"]  # the sweep's prompt stage only counted tokens
+    same_stages = sum([s["name"] for s in t["spans"] if not s["skipped"]][:len(retrieval)] == retrieval for t in traces)
+    print(json.dumps({"trial": saved.provenance.trial if saved.provenance else None, "questions": len(traces),
+                      "same_hits": same_hits, "same_stages": same_stages, "retrieval_stages": retrieval,
+                      "ndcg@10": mean(rank_scores(outcomes, evalset, ["ndcg@10"])["ndcg@10"]),
+                      "recorded_ndcg@10": held["ndcg@10"] if held else None}))
+    return 0 if same_hits == same_stages == len(traces) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
