@@ -33,11 +33,13 @@ from typing import Any, Callable
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from ragopt.gguf_meta import resolve_model  # noqa: E402
-from ragopt.pipeline import Pipeline, RequestState  # noqa: E402
+from ragopt.pipeline import Pipeline  # noqa: E402
 from ragopt.resources import Resources  # noqa: E402
 from ragopt.stages.generate_llama import GeneratorConfig, LlamaGenerator  # noqa: E402
 from ragopt.stages.prompt import PromptConfig  # noqa: E402
 from ragopt.types import Chunk, Hit, Query  # noqa: E402
+
+from given_hits import Given  # noqa: E402  (beside this script)
 
 PASSAGES_A = [
     ("Seine", "The Seine is a 777-kilometre river in northern France. Its drainage basin is in the Paris Basin, covering most of "
@@ -78,23 +80,8 @@ def hits(passages: list[tuple[str, str]], tag: str) -> list[Hit]:
     ]
 
 
-class Retrieved:
-    """Stands in for retrieval: the passages are fixed, so only generation-side reuse varies."""
-
-    name = "retrieve"
-    reads: tuple[str, ...] = ()
-    writes = ("hits",)
-
-    def __init__(self, passages: list[Hit]):
-        self.passages = passages
-
-    def run(self, state: RequestState) -> RequestState:
-        state.hits = list(self.passages)
-        return state
-
-
 def ask(gen: LlamaGenerator, question: str, passages: list[Hit], tenant: str | None = None) -> dict[str, Any]:
-    result = Pipeline([Retrieved(passages), gen.prompt_stage(), gen]).run(Query(text=question, tenant=tenant))
+    result = Pipeline([Given(passages), gen.prompt_stage(), gen]).run(Query(text=question, tenant=tenant))
     attrs = dict(result.trace.span("generate").usage.attrs)
     attrs["prompt_tokens"] = result.trace.span("prompt").usage.attrs["prompt_tokens"]
     return attrs
