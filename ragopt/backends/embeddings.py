@@ -21,7 +21,7 @@ from typing import Any, Iterable, Iterator, Sequence
 import numpy as np
 
 from ragopt.cache import Cache, CacheKey
-from ragopt.config import DEFAULT_EMBEDDER, EmbedderConfig
+from ragopt.config import DEFAULT_EMBEDDER, EmbedderConfig, RetrievalConfig
 from ragopt.resources import Resources
 from ragopt.text import ScriptShare
 
@@ -55,16 +55,18 @@ def language_warning(models: Iterable[str], texts: Iterable[str]) -> str | None:
             "config, or --embedder)")
 
 
-def auto_retriever(model: str, texts: Iterable[str]) -> tuple[str, str | None]:
-    """What `--retriever auto` stands for, and the line that says why when it is not hybrid: hybrid, unless the
-    corpus is mostly CJK and `model` reads English only. Then its dense ranking is noise, and fusing it pushes
-    the right passage down (on CMRC 2018 the question's paragraph falls out of the top 3), so bm25 alone."""
+def auto_retrieval(retrieval: RetrievalConfig, model: str, texts: Iterable[str]) -> tuple[RetrievalConfig, str | None]:
+    """`retrieval` with the retriever `--retriever auto` stands for, and the line that says why when it is not
+    hybrid: hybrid, unless the corpus is mostly CJK and `model` reads English only. Then its dense ranking is
+    noise, and fusing it pushes the right passage down (on CMRC 2018 the question's paragraph falls out of the
+    top 3), so bm25 alone."""
     found = _english_only_on_cjk([model], texts)
     if found is None:
-        return "hybrid", None
-    return "bm25", (f"note: retrieving with bm25: {found[1]:.0%} of the corpus's letters are Chinese, Japanese or Korean "
-                    f"and the embedder {model} reads English only (--retriever hybrid fuses it anyway; a multilingual "
-                    "--embedder makes hybrid worth it)")
+        return retrieval.model_copy(update={"retriever": "hybrid"}), None
+    return retrieval.model_copy(update={"retriever": "bm25"}), (
+        f"note: retrieving with bm25: {found[1]:.0%} of the corpus's letters are Chinese, Japanese or Korean "
+        f"and the embedder {model} reads English only (--retriever hybrid fuses it anyway; a multilingual "
+        "--embedder makes hybrid worth it)")
 
 
 def resolve_model_path(model: str) -> str:

@@ -161,14 +161,16 @@ def validate_retrieval_flags(args: argparse.Namespace, top_k: int = 10) -> Retri
 
 def choose_retriever(args: argparse.Namespace, documents: list[Document], top_k: int = 10) -> RetrievalConfig:
     """The retrieval config once the corpus is known: `--retriever auto` becomes hybrid or bm25 (see
-    ragopt.backends.embeddings.auto_retriever), the choice said on stderr when it is bm25."""
-    if args.retriever == "auto":
-        from ragopt.backends.embeddings import auto_retriever
+    ragopt.backends.embeddings.auto_retrieval), the choice said on stderr when it is bm25."""
+    config = retrieval_config(args, top_k)
+    if args.retriever != "auto":
+        return config
+    from ragopt.backends.embeddings import auto_retrieval
 
-        args.retriever, note = auto_retriever(embedder_config(args).model, (d.text for d in documents))
-        if note:
-            print(note, file=sys.stderr)
-    return retrieval_config(args, top_k)
+    config, note = auto_retrieval(config, embedder_config(args).model, (d.text for d in documents))
+    if note:
+        print(note, file=sys.stderr)
+    return config
 
 
 def workspace(args: argparse.Namespace) -> Path:

@@ -99,12 +99,12 @@ def _plan_parts(opts: ServeOptions, workspace: Path, resources: Any) -> PlanPart
     if opts.saved is not None:  # before any index is built or model loaded
         check_saved(opts.saved, documents if not (opts.dataset or opts.docs) else None, embedder.fingerprint)
     elif opts.auto_retriever and documents is not None:
-        from ragopt.backends.embeddings import auto_retriever
+        from ragopt.backends.embeddings import auto_retrieval
 
-        retriever, note = auto_retriever(plan.embedder.model, (d.text for d in documents))
+        retrieval, note = auto_retrieval(plan.retrieval, plan.embedder.model, (d.text for d in documents))
         if note:
             print(note, file=sys.stderr)
-        plan = plan.model_copy(update={"retrieval": plan.retrieval.model_copy(update={"retriever": retriever})})
+        plan = plan.model_copy(update={"retrieval": retrieval})
     index, kb_version = None, "no-kb"
     if documents is not None:
         report = build_index(documents, plan.chunker, embedder, workspace, store_config=opts.store, resources=resources,
