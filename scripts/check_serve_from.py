@@ -61,12 +61,26 @@ def main() -> int:
     from ragopt.resources import Resources
     from ragopt.workspace import workspace_dir
 
-    saved = load_plan(args.results)
-    data = tomllib.loads(Path(args.config).read_text(encoding="utf-8"))
-    data["dataset"] = str((Path(args.config).parent / data["dataset"]).resolve())
-    evalset = load_evalset(data["dataset"], split=args.split)
+    from ragopt.config import validate
+    from ragopt.errors import InputError
+
+    try:  # every input checked before serve starts: one line and exit 2, as ragopt's own commands do
+        try:
+            saved = load_plan(args.results)
+        except InputError as exc:  # load_plan names serve's flag
+            raise InputError(exc.message, path=exc.path, line=exc.line, field="--results") from None
+        config_path = Path(args.config)
+        if not config_path.is_file():
+            raise InputError("sweep config not found", path=config_path, field="--config")
+        data = tomllib.loads(config_path.read_text(encoding="utf-8"))
+        data["dataset"] = str((config_path.parent / data.get("dataset", "")).resolve())
+        sweep_config = validate(SweepConfig, data, config_path)
+        evalset = load_evalset(data["dataset"], split=args.split)
+    except (InputError, tomllib.TOMLDecodeError) as exc:
+        print(f"check_serve_from: {exc}", file=sys.stderr)
+        return 2
     with Resources() as resources:
-        runner = TrialRunner(evalset, SweepConfig.model_validate(data), workspace_dir(None), resources, progress=False, remeasure=False)
+        runner = TrialRunner(evalset, sweep_config, workspace_dir(None), resources, progress=False, remeasure=False)
         outcomes, _ = runner.run(saved.plan, [q.query for q in evalset.queries], "check")
         runner.close()
     recorded = json.loads(Path(args.results).read_text(encoding="utf-8"))
