@@ -20,6 +20,13 @@ Reported per arm:
 identical to plain greedy decoding (compared as text, then replayed token by token where they differ). For
 every differing answer: the first differing step, both tokens there, and the top-2 logit gap of the plain
 decode at that step (a small gap is a near tie that the verification batch's different summation flipped).
+
+Why a speedup can or cannot come here: `verify_batch_cost` times one decode batch of 1, 2, ... draft_tokens + 1
+tokens after a median-length prompt (median of repeated runs), as a ratio to the one-token step. Speculative
+decoding pays off only where a batch of n costs much less than n steps (decode bound by memory bandwidth, as
+on a GPU); `speedup_ceiling` is what the measured acceptance would give at those costs. `llamafile` says
+whether this llama.cpp build has the LLAMAFILE matmul kernels, whose results depend on the batch size (then a
+verification batch can flip a near tie, and `identical_share` drops below 1).
 """
 
 from __future__ import annotations
@@ -35,6 +42,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from ragopt.backends.llama_decode import Decoder  # noqa: E402
+from ragopt.backends.llama_engine import llamafile_kernels  # noqa: E402
 from ragopt.config import ChunkerConfig, EmbedderConfig, RetrievalConfig  # noqa: E402
 from ragopt.data.jsonl import load_ragopt_jsonl  # noqa: E402
 from ragopt.eval.citations import citation_scores  # noqa: E402
@@ -73,7 +81,7 @@ def answer_row(result: Any, query: Any) -> dict[str, Any]:
     return {
         "id": query.query.id, "text": result.answer.text, "tokens": a["decode_tokens"], "finish": a["finish_reason"],
         "decode_ms": a["decode_ms"], "tpot_ms": a["tpot_ms"], "drafted": a["drafted_tokens"], "accepted": a["accepted_tokens"],
-        "steps": a["decode_steps"], "prompt": list(result.state.prompt.tokens),
+        "steps": a["decode_steps"], "verify_batches": a["verify_batches"], "prompt": list(result.state.prompt.tokens),
         "contains_reference": None if not reference else contains_reference(result.answer.text, reference),
         "precision": scores.precision, "span_precision": scores.span_precision,
     }
@@ -96,7 +104,8 @@ def arm_summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
     drafted, accepted = sum(r["drafted"] for r in rows), sum(r["accepted"] for r in rows)
     if drafted:
         summary.update({"drafted_tokens": drafted, "accepted_tokens": accepted, "acceptance_rate": accepted / drafted,
-                        "decode_steps_per_token": sum(r["steps"] for r in rows) / sum(r["tokens"] for r in rows)})
+                        "decode_steps_per_token": sum(r["steps"] for r in rows) / sum(r["tokens"] for r in rows),
+                        "verify_batches": sum(r["verify_batches"] for r in rows), "decode_steps": sum(r["steps"] for r in rows)})
     return summary
 
 
@@ -116,6 +125,38 @@ def first_difference(gen: LlamaGenerator, prompt: list[int], n: int, draft_token
     piece = lambda t: engine.piece(t).decode("utf-8", "replace")  # noqa: E731
     return {"step": step, "plain_token": piece(plain[step]), "lookup_token": piece(fast[step]),
             "plain_top2_gap": margins[step], "median_top2_gap": statistics.median(margins)}
+
+
+def verify_batch_cost(engine: Any, prompt: list[int], sizes: range, reps: int = 15) -> dict[int, float]:
+    """Median seconds of one decode batch of each size after `prompt`, as a ratio to the one-token batch."""
+    import time
+
+    engine.truncate(0)
+    engine.eval_prompt(prompt, 0)
+    start = engine.n_tokens
+    seconds = {}
+    for n in sizes:
+        times = []
+        for _ in range(reps):
+            engine.truncate(start)
+            t0 = time.perf_counter()
+            engine.decode(prompt[:n], all_logits=True)
+            times.append(time.perf_counter() - t0)
+        seconds[n] = statistics.median(times)
+    engine.truncate(0)
+    return {n: s / seconds[1] for n, s in seconds.items()}
+
+
+def speedup_ceiling(costs: dict[int, float], lookup: dict[str, Any]) -> float | None:
+    """Plain decoding's time over prompt lookup's, in one-token steps, at the measured batch costs: plain takes
+    one step per token; lookup takes its single steps plus its verification batches at their mean size's cost."""
+    if not lookup.get("verify_batches"):
+        return None
+    batches, steps = lookup["verify_batches"], lookup["decode_steps"]
+    size = 1 + lookup["drafted_tokens"] / batches
+    lo = min(int(size), max(costs) - 1)
+    cost = costs[lo] + (costs[lo + 1] - costs[lo]) * (size - lo)
+    return steps / lookup["decode_steps_per_token"] / ((steps - batches) + batches * cost)
 
 
 def main() -> int:
@@ -159,6 +200,8 @@ def main() -> int:
         if plain["text"] != fast["text"]:
             found = first_difference(gens["off"], plain["prompt"], max(plain["tokens"], fast["tokens"]) + 1, args.draft_tokens)
             differing.append({"id": plain["id"], **(found or {"step": None})})
+    median_prompt = sorted(rows["off"], key=lambda r: len(r["prompt"]))[len(queries) // 2]["prompt"]
+    costs = verify_batch_cost(gens["off"].engine, median_prompt, range(1, args.draft_tokens + 2))
     resources.close()
 
     arms = {arm: arm_summary(rows[arm]) for arm in ARMS}
@@ -168,6 +211,8 @@ def main() -> int:
         "speedup": arms["prompt_lookup"]["tokens_per_s"] / arms["off"]["tokens_per_s"],
         "identical_share": 1 - len(differing) / len(queries),
         "acceptance_rate": arms["prompt_lookup"].get("acceptance_rate"),
+        "llamafile": llamafile_kernels(),
+        "verify_batch_cost": costs, "speedup_ceiling": speedup_ceiling(costs, arms["prompt_lookup"]),
         "arms": arms, "differing": differing,
     }
     if args.json:
@@ -182,7 +227,9 @@ def main() -> int:
         print(f"{arm:<14} {m['tokens_per_s']:>7.1f} {m['tpot_ms_p50']:>7.1f}ms {m['tpot_ms_p95']:>7.1f}ms {m['tokens_per_answer']:>7.1f} "
               f"{m['answer_contains_reference'] or 0:>13.3f} {doc + ' / ' + span:>19}")
     print(f"\nspeedup {report['speedup']:.2f}x, identical answers {report['identical_share']:.1%}, "
-          f"acceptance {report['acceptance_rate'] or 0:.1%} of drafted tokens")
+          f"acceptance {report['acceptance_rate'] or 0:.1%} of drafted tokens; llamafile kernels: {report['llamafile']}")
+    print("one decode batch of n tokens, in one-token steps: " + ", ".join(f"{n}: {c:.2f}" for n, c in costs.items())
+          + f"; at that cost the measured acceptance allows at most {report['speedup_ceiling'] or 0:.2f}x")
     for d in differing:
         if d["step"] is None:
             print(f"  {d['id']}: texts differ, tokens replayed identical")

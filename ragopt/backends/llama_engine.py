@@ -322,6 +322,16 @@ class Engine:
         return int(perf.n_p_eval), int(perf.n_eval)
 
 
+def llamafile_kernels() -> bool:
+    """Whether this llama.cpp build has the LLAMAFILE matmul kernels, whose sums depend on the batch size: a token
+    verified inside a draft batch then gets other logits than decoded alone (up to 0.9 apart on SmolLM2), so
+    prompt lookup may flip a greedy near tie. Without them (-DGGML_LLAMAFILE=OFF) SmolLM2's Q4_1 logits were
+    bit-identical; the tests' tiny F32 model's were not, so it depends on the model's tensor types too."""
+    import llama_cpp
+
+    return "LLAMAFILE = 1" in llama_cpp.llama_print_system_info().decode()
+
+
 def gpu_layers(requested: int | None) -> int:
     """Layers to offload: `requested`, or with None every layer when this llama.cpp build can offload, else 0."""
     if requested is not None:

@@ -225,6 +225,18 @@ def add_answer_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--kv-budget", default=None, help="KV memory a request (ask) or all slots together (serve) may hold, e.g. 64MiB")
 
 
+def speculation_note(speculative: str) -> None:
+    """Say so when prompt lookup cannot promise plain greedy decoding's answers on this llama.cpp build."""
+    if speculative != "prompt_lookup":
+        return
+    from ragopt.backends.llama_engine import llamafile_kernels
+
+    if llamafile_kernels():
+        print("note: this llama.cpp build's LLAMAFILE kernels sum a batch differently from one token, so prompt lookup "
+              "may change an answer at a near tie (built with CMAKE_ARGS=\"-DGGML_LLAMAFILE=OFF\", SmolLM2's answers "
+              "were identical: see the README's decoding section)", file=sys.stderr)
+
+
 def kv_budget(args: argparse.Namespace) -> int | None:
     """--kv-budget in bytes (None when not given); a size below one byte is refused."""
     if args.kv_budget is None:

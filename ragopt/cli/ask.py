@@ -153,6 +153,7 @@ def run(args: argparse.Namespace) -> int:
         check_saved(saved.model_copy(update={"plan": plan}), documents if own else None,
                     make_embedder(_common.workspace(args), plan.embedder, resources).fingerprint)
     if config is not None:
+        _common.speculation_note(config.speculative)
         _warm(config, resources)
     pipeline = _pipeline(args, plan, resources, documents)
     streamed: list[str] = []

@@ -97,6 +97,8 @@ def options(args: argparse.Namespace):  # type: ignore[no-untyped-def]
         store=_common.store_config(args), redis_url=args.redis, cache=not args.no_cache, saved=_common.saved_plan(args),
     )
     check_options(opts)
+    if opts.engine == "inprocess":
+        _common.speculation_note(opts.speculative)
     return opts
 
 

@@ -24,7 +24,8 @@ Measurements (one definition each, see `ragopt.trace.GENERATION_ATTRS`): `ttft_m
 request's arrival (`RequestState.arrival`, before queueing) to the first generated token; `queue_ms` the
 wait for the model; `prefill_ms` llama.cpp's own counters read right after the prompt's evaluation; `tpot_ms`
 the wall-clock between the first and the last token over (tokens - 1); `drafted_tokens`/`accepted_tokens`
-what speculation proposed and kept; `repetition_tokens_saved` the output budget left when a loop was stopped.
+what speculation proposed and kept, `decode_steps` the decode calls after the prompt and `verify_batches` those
+of them that carried a draft; `repetition_tokens_saved` the output budget left when a loop was stopped.
 A deadline that passes during prefill stops generation at the first token.
 """
 
@@ -324,6 +325,7 @@ class LlamaGenerator:
             "accepted_tokens": decoder.counts.accepted,
             "acceptance_rate": decoder.counts.accepted / decoder.counts.drafted if decoder.counts.drafted else None,
             "decode_steps": decoder.counts.steps,
+            "verify_batches": decoder.counts.verify_batches,
         })
         usage.attrs.update(decoded.timing_attrs(state.arrival))
         return decoded
