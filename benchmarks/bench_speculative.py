@@ -36,6 +36,7 @@ import itertools
 import json
 import statistics
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -129,8 +130,6 @@ def first_difference(gen: LlamaGenerator, prompt: list[int], n: int, draft_token
 
 def verify_batch_cost(engine: Any, prompt: list[int], sizes: range, reps: int = 15) -> dict[int, float]:
     """Median seconds of one decode batch of each size after `prompt`, as a ratio to the one-token batch."""
-    import time
-
     engine.truncate(0)
     engine.eval_prompt(prompt, 0)
     start = engine.n_tokens
@@ -153,10 +152,11 @@ def speedup_ceiling(costs: dict[int, float], lookup: dict[str, Any]) -> float | 
     if not lookup.get("verify_batches"):
         return None
     batches, steps = lookup["verify_batches"], lookup["decode_steps"]
+    tokens = steps / lookup["decode_steps_per_token"]
     size = 1 + lookup["drafted_tokens"] / batches
     lo = min(int(size), max(costs) - 1)
-    cost = costs[lo] + (costs[lo + 1] - costs[lo]) * (size - lo)
-    return steps / lookup["decode_steps_per_token"] / ((steps - batches) + batches * cost)
+    cost = costs[lo] + (costs[lo + 1] - costs[lo]) * (size - lo)  # interpolated between the measured sizes
+    return tokens / ((steps - batches) + batches * cost)
 
 
 def main() -> int:
