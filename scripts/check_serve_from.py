@@ -15,7 +15,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import tomllib
 from pathlib import Path
 
 
@@ -61,7 +60,7 @@ def main() -> int:
     from ragopt.resources import Resources
     from ragopt.workspace import workspace_dir
 
-    from ragopt.config import validate
+    from ragopt.config import load_toml
     from ragopt.errors import InputError
 
     try:  # every input checked before serve starts: one line and exit 2, as ragopt's own commands do
@@ -69,14 +68,16 @@ def main() -> int:
             saved = load_plan(args.results)
         except InputError as exc:  # load_plan names serve's flag
             raise InputError(exc.message, path=exc.path, line=exc.line, field="--results") from None
-        config_path = Path(args.config)
-        if not config_path.is_file():
-            raise InputError("sweep config not found", path=config_path, field="--config")
-        data = tomllib.loads(config_path.read_text(encoding="utf-8"))
-        data["dataset"] = str((config_path.parent / data.get("dataset", "")).resolve())
-        sweep_config = validate(SweepConfig, data, config_path)
-        evalset = load_evalset(data["dataset"], split=args.split)
-    except (InputError, tomllib.TOMLDecodeError) as exc:
+        try:
+            sweep_config = load_toml(args.config, SweepConfig)
+        except InputError as exc:
+            raise InputError(exc.message, path=exc.path, line=exc.line, field="--config") from None
+        if not sweep_config.dataset:
+            raise InputError("the sweep config names no dataset", path=Path(args.config), field="--config")
+        dataset = str((Path(args.config).parent / sweep_config.dataset).resolve())  # relative to the config, as sweep reads it
+        sweep_config = sweep_config.model_copy(update={"dataset": dataset})
+        evalset = load_evalset(dataset, split=args.split)
+    except InputError as exc:
         print(f"check_serve_from: {exc}", file=sys.stderr)
         return 2
     with Resources() as resources:
