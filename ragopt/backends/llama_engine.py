@@ -5,14 +5,16 @@ as queue time), who owns the tokens in the live KV (tenant isolation), low-level
 truncate, save and restore one sequence), a bounded cache of saved hot-prefix states, and a `LlamaRenderer`
 that renders chat messages with the GGUF's own template. Nothing here knows about requests, prompts or stages.
 
-Answers must not depend on what the live KV held before. A batch of one token sums differently from a
-batch of many (measured on SmolLM2: the last prompt token evaluated alone moved its logits by up to 0.84,
-enough to flip a greedy near tie), and some ggml kernels split a batch by its size. So prompts are always
-evaluated in chunks of `chunk` (n_batch) tokens aligned to position 0, exactly as a cold run evaluates
-them, and only whole chunks that an earlier prompt evaluation computed are reused (`reusable_prefix`):
-never positions written by single-token decode steps or verification batches, never the chunk that holds
-the prompt's last token. Any decode that did not go through these methods (another caller of the same
-`Llama`) is noticed by llama.cpp's own counters, and then nothing is reused.
+Answers must not depend on what the live KV held before. Without flash attention a batch of one token sums
+differently from a batch of many (measured on SmolLM2: the last prompt token evaluated alone moved its logits by
+up to 0.84, enough to flip a greedy near tie), and some ggml kernels split a batch by its size. So prompts are
+always evaluated in chunks of `chunk` (n_batch) tokens aligned to position 0, exactly as a cold run evaluates
+them, and only whole chunks that an earlier prompt evaluation computed are reused (`reusable_prefix`): never
+positions written by single-token decode steps or verification batches, never the chunk that holds the prompt's
+last token. Any decode that did not go through these methods (another caller of the same `Llama`) is noticed by
+llama.cpp's own counters, and then nothing is reused. With flash attention (the default) and one thread, a decode
+batch gives each of its tokens the logits it gets decoded alone (`batch_invariant`), which is what lets
+speculative verification keep greedy answers.
 
 The KV helpers use llama-cpp-python internals (`n_tokens`, `input_ids`, `_batch`, `_ctx`, `_requires_eval`),
 checked against 0.3.36 (see pyproject.toml).
@@ -322,14 +324,14 @@ class Engine:
         return int(perf.n_p_eval), int(perf.n_eval)
 
 
-def llamafile_kernels() -> bool:
-    """Whether this llama.cpp build has the LLAMAFILE matmul kernels, whose sums depend on the batch size: a token
-    verified inside a draft batch then gets other logits than decoded alone (up to 0.9 apart on SmolLM2), so
-    prompt lookup may flip a greedy near tie. Without them (-DGGML_LLAMAFILE=OFF) SmolLM2's Q4_1 logits were
-    bit-identical; the tests' tiny F32 model's were not, so it depends on the model's tensor types too."""
-    import llama_cpp
+def batch_invariant(flash_attn: bool, n_threads: int) -> bool:
+    """Whether a decode batch gives each token the logits it gets decoded alone, in this llama.cpp (0.3.36, CPU).
 
-    return "LLAMAFILE = 1" in llama_cpp.llama_print_system_info().decode()
+    Measured on SmolLM2 (Q4_1, Q4_0, IQ4_NL, Q8_0 weights, the default LLAMAFILE build): with flash attention on
+    one thread, batches of 2, 3, 4, 5, 8 and 9 tokens after a 751-token prompt gave bit-identical logits; without it they were
+    up to 0.63 apart. Flash attention computes each query row on its own, except that a lone token over 512 or more
+    cached positions is split across threads and the parts summed: with more than one thread that sum differs."""
+    return flash_attn and n_threads == 1
 
 
 def gpu_layers(requested: int | None) -> int:
@@ -342,7 +344,7 @@ def gpu_layers(requested: int | None) -> int:
 
 
 def load_engine(path: Path, *, n_ctx: int, n_batch: int, n_threads: int, kv_type: KvType, seed: int = 0,
-                n_gpu_layers: int = 0) -> Engine:
+                n_gpu_layers: int = 0, flash_attn: bool = True) -> Engine:
     """Load a GGUF with llama.cpp; configuration problems are `InputError`s naming the file."""
     from ragopt.gguf_meta import model_fingerprint, model_shape
 
@@ -365,7 +367,7 @@ def load_engine(path: Path, *, n_ctx: int, n_batch: int, n_threads: int, kv_type
             seed=seed,
             type_k=kv,
             type_v=kv,
-            flash_attn=kv_type == "q8_0",  # llama.cpp needs flash attention for a quantized V cache
+            flash_attn=flash_attn or kv_type == "q8_0",  # llama.cpp needs flash attention for a quantized V cache
             n_gpu_layers=n_gpu_layers,
             verbose=False,
         )

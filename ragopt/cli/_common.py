@@ -225,16 +225,14 @@ def add_answer_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--kv-budget", default=None, help="KV memory a request (ask) or all slots together (serve) may hold, e.g. 64MiB")
 
 
-def speculation_note(speculative: str) -> None:
-    """Say so when prompt lookup cannot promise plain greedy decoding's answers on this llama.cpp build."""
-    if speculative != "prompt_lookup":
-        return
-    from ragopt.backends.llama_engine import llamafile_kernels
+def speculation_note(speculative: str, n_threads: int, flash_attn: bool = True) -> None:
+    """Say so when prompt lookup cannot promise plain greedy decoding's answers with these settings."""
+    from ragopt.backends.llama_engine import batch_invariant
 
-    if llamafile_kernels():
-        print("note: this llama.cpp build's LLAMAFILE kernels sum a batch differently from one token, so prompt lookup "
-              "may change an answer at a near tie (built with CMAKE_ARGS=\"-DGGML_LLAMAFILE=OFF\", SmolLM2's answers "
-              "were identical: see the README's decoding section)", file=sys.stderr)
+    if speculative == "prompt_lookup" and not batch_invariant(flash_attn, n_threads):
+        print("note: with more than one thread (or without flash attention) llama.cpp sums a verification batch "
+              "differently from one token, so prompt lookup may change an answer at a near tie; --threads 1 keeps "
+              "plain greedy answers", file=sys.stderr)
 
 
 def kv_budget(args: argparse.Namespace) -> int | None:

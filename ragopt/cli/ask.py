@@ -153,7 +153,7 @@ def run(args: argparse.Namespace) -> int:
         check_saved(saved.model_copy(update={"plan": plan}), documents if own else None,
                     make_embedder(_common.workspace(args), plan.embedder, resources).fingerprint)
     if config is not None:
-        _common.speculation_note(config.speculative)
+        _common.speculation_note(config.speculative, config.n_threads, config.flash_attn)
         _warm(config, resources)
     pipeline = _pipeline(args, plan, resources, documents)
     streamed: list[str] = []

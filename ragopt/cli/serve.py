@@ -98,7 +98,7 @@ def options(args: argparse.Namespace):  # type: ignore[no-untyped-def]
     )
     check_options(opts)
     if opts.engine == "inprocess":
-        _common.speculation_note(opts.speculative)
+        _common.speculation_note(opts.speculative, opts.threads)
     return opts
 
 

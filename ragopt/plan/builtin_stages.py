@@ -38,7 +38,7 @@ class GenerateConfig(StrictModel):
                                                  description='llama: "grammar" forces every sentence to end with [n]')
     speculative: Literal["off", "prompt_lookup"] = knob("off", sweep=["off", "prompt_lookup"],
                                                         description='llama: "prompt_lookup" drafts from the prompt, verified greedily')
-    draft_tokens: int = knob(4, sweep=[2, 4, 8], ge=1, le=32, description="llama, prompt_lookup: most draft tokens per step")
+    draft_tokens: int = knob(3, sweep=[1, 3, 7], ge=1, le=32, description="llama, prompt_lookup: most draft tokens per step")
     llama: dict[str, Any] = Field(default_factory=lambda: {"max_tokens": 128},
                                   description="llama settings (ragopt.stages.generate_llama.GeneratorConfig: model, n_ctx, ...)")
 

