@@ -18,7 +18,7 @@ from ragopt.eval.report_common import (
     fmt_interval, held_out_rows, judge_cost_text, judged_trials, noisy_gates, plot_metric, stage_latency_columns, stage_ms, with_floor,
 )
 from ragopt.eval.report_plots import plot_latency_histogram, plot_quality_vs_cost, plot_recall_curves
-from ragopt.eval.results import GateVerdict, HeldOut, SweepResults, Trial, measured
+from ragopt.eval.results import BaselineComparison, GateVerdict, HeldOut, SweepResults, Trial, measured
 
 
 _CSS = """
@@ -216,12 +216,10 @@ def _index_table(results: SweepResults) -> str | None:
     return f"<table class='narrow'><tr><th>chunker</th><th>retriever</th>{head}</tr>{body}</table>"
 
 
-def render_html(results: SweepResults, latencies: Latencies | None = None) -> str:
+def _head_html(results: SweepResults) -> list[str]:
+    """The document head and the page title with its dataset line."""
     ds = results.dataset
-    ranked = _ranked(results)
-    quality = plot_metric(results)
-    sel = results.selected_trial
-    parts = [
+    return [
         "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>",
         "<meta name='viewport' content='width=device-width, initial-scale=1'>",
         f"<title>ragopt sweep: {_e(ds.name)}</title><style>{_CSS}</style></head><body><main>",
@@ -230,11 +228,15 @@ def render_html(results: SweepResults, latencies: Latencies | None = None) -> st
         f"{len(results.trials)} trials · {_e(results.created_at)}</p>",
         *([f"<p class='meta'><b>Figures from a generated set:</b> {_e(ds.generated)}</p>"] if ds.generated else []),
     ]
-    gates_line = ", ".join(f"<code>{_e(g)}</code>" for g in results.gates) or "none"
-    pairs = citation_floor_pairs(results.trials)
+
+
+def _banner_html(results: SweepResults, quality: str, pairs: Sequence[tuple[str, str]]) -> tuple[str, Trial | None, str]:
+    """The banner for the selected trial, or for the closest one when none passes; with the trial whose gate
+    verdicts the page shows next and that table's title."""
+    sel = results.selected_trial
     if sel is not None:
         noisy = noisy_gates(results, sel)
-        parts.append(
+        banner = (
             f"<section class='card banner'><h2>Selected: <code>{_e(sel.id)}</code></h2>"
             f"<div>{_e(_md_params(sel))}</div>{_kv(sel, quality)}"
             + (f"<p>{_NOISE} " + ", ".join(f"<code>{_e(v.gate)}</code>" for v in noisy)
@@ -243,47 +245,43 @@ def render_html(results: SweepResults, latencies: Latencies | None = None) -> st
             + (_citations_html(sel, pairs) if pairs else "")
             + "</section>"
         )
-        shown, shown_title = sel, "Gate verdicts for the selected trial"
-    else:
-        closest = closest_trial(results)
-        parts.append(
-            "<section class='card banner nopass'><h2>No trial passes every gate</h2>"
-            + (f"<div>Closest to passing: <code>{_e(closest.id)}</code> ({_e(_md_params(closest))})</div>"
-               f"{_kv(closest, quality)}" if closest is not None else "")
-            + "</section>"
-        )
-        shown, shown_title = closest, "Gate verdicts for the closest trial"
-    parts.append(f"<p class='objective'><b>Objective:</b> {_e(results.objective)}. <b>Gates:</b> {gates_line}</p>")
-    if shown is not None and _verdicts(results, shown):
-        parts.append(f"<h2>{shown_title}</h2>{_verdict_table(_verdicts(results, shown))}")
-    if results.held_out is not None:
-        parts.append(_held_out_html(results.held_out))
-    if judged_trials(results):
-        parts.append(_judged_html(results))
-    if results.baseline is not None:
-        b = results.baseline
-        cls = "fail" if b.regressed else "pass"
-        boot = next((v for v in b.verdicts if v.n_resamples), None)
-        boot_note = f" ({boot.n_resamples} resamples, {boot.confidence:.0%} CI of current − baseline)" if boot else ""
-        rows = "".join(
-            f"<tr><td><code>{_e(v.trial_id)}</code></td><td>{_e(v.metric)}</td><td class='n'>{v.baseline_mean:.3f}</td>"
-            f"<td class='n'>{v.current_mean:.3f}</td><td class='n'>{v.diff:+.3f}</td>"
-            + (f"<td class='n'>[{v.ci_low:+.3f}, {v.ci_high:+.3f}]</td>" if v.n_resamples else "<td class='n'>(one figure)</td>")
-            + ("<td><span class='fail'>REGRESSED</span></td></tr>" if v.regressed
-               else "<td><span class='pass'>ok</span></td></tr>")
-            for v in b.verdicts
-        )
-        parts.append(
-            f"<h2>Baseline comparison: <span class='{cls}'>"
-            f"{'regression' if b.regressed else 'no regression'}</span></h2>"
-            f"<p class='meta'>Against <code>{_e(b.path)}</code>. Per-query metrics regress on a mean drop beyond "
-            f"{_e(fmt(b.tolerance))} whose paired bootstrap interval excludes zero{boot_note}; trial costs on a rise "
-            "beyond their tolerance "
-            "(a share of the baseline).</p>"
-            "<table><tr><th>trial</th><th>metric</th><th class='n'>baseline</th><th class='n'>current</th>"
-            f"<th class='n'>diff</th><th class='n'>CI</th><th>result</th></tr>{rows}</table>"
-        )
+        return banner, sel, "Gate verdicts for the selected trial"
+    closest = closest_trial(results)
+    banner = (
+        "<section class='card banner nopass'><h2>No trial passes every gate</h2>"
+        + (f"<div>Closest to passing: <code>{_e(closest.id)}</code> ({_e(_md_params(closest))})</div>"
+           f"{_kv(closest, quality)}" if closest is not None else "")
+        + "</section>"
+    )
+    return banner, closest, "Gate verdicts for the closest trial"
 
+
+def _baseline_html(b: BaselineComparison) -> str:
+    cls = "fail" if b.regressed else "pass"
+    boot = next((v for v in b.verdicts if v.n_resamples), None)
+    boot_note = f" ({boot.n_resamples} resamples, {boot.confidence:.0%} CI of current − baseline)" if boot else ""
+    rows = "".join(
+        f"<tr><td><code>{_e(v.trial_id)}</code></td><td>{_e(v.metric)}</td><td class='n'>{v.baseline_mean:.3f}</td>"
+        f"<td class='n'>{v.current_mean:.3f}</td><td class='n'>{v.diff:+.3f}</td>"
+        + (f"<td class='n'>[{v.ci_low:+.3f}, {v.ci_high:+.3f}]</td>" if v.n_resamples else "<td class='n'>(one figure)</td>")
+        + ("<td><span class='fail'>REGRESSED</span></td></tr>" if v.regressed
+           else "<td><span class='pass'>ok</span></td></tr>")
+        for v in b.verdicts
+    )
+    return (
+        f"<h2>Baseline comparison: <span class='{cls}'>"
+        f"{'regression' if b.regressed else 'no regression'}</span></h2>"
+        f"<p class='meta'>Against <code>{_e(b.path)}</code>. Per-query metrics regress on a mean drop beyond "
+        f"{_e(fmt(b.tolerance))} whose paired bootstrap interval excludes zero{boot_note}; trial costs on a rise "
+        "beyond their tolerance "
+        "(a share of the baseline).</p>"
+        "<table><tr><th>trial</th><th>metric</th><th class='n'>baseline</th><th class='n'>current</th>"
+        f"<th class='n'>diff</th><th class='n'>CI</th><th>result</th></tr>{rows}</table>"
+    )
+
+
+def _plots_html(results: SweepResults, quality: str, latencies: Latencies | None) -> list[str]:
+    """Each figure that has something to draw, under its title and caption."""
     plots = [
         ("Recall@K by chunk size", "Recall at each top_k, one line per retriever, one panel per chunker. "
          "Documents are judged once each, so chunk sizes are comparable.", plot_recall_curves(results)),
@@ -294,28 +292,30 @@ def render_html(results: SweepResults, latencies: Latencies | None = None) -> st
     if latencies:
         plots.append(("Per-query retrieval latency", "The selected trial and the next trials in objective order.",
                       plot_latency_histogram(results, latencies)))
-    for title, caption, svg in plots:
-        if svg is not None:
-            parts.append(f"<h2>{_e(title)}</h2><div class='plot'><p>{_e(caption)}</p>{svg}</div>")
+    return [f"<h2>{_e(title)}</h2><div class='plot'><p>{_e(caption)}</p>{svg}</div>"
+            for title, caption, svg in plots if svg is not None]
 
+
+def _trials_intro_html(results: SweepResults, pairs: Sequence[tuple[str, str]]) -> str:
+    """The heading over the trials table and what its citation and stage columns mean."""
     stages = stage_latency_columns(results.trials)
-    parts.append("<h2>All trials</h2><p class='meta'>In objective order, passing trials first; "
-                 "results.csv has every metric and cost."
-                 + (" Citation precision is beside its floor, what always citing [1] (the top passage) scores; "
-                    f"<span class='floor'>{BELOW_FLOOR}</span> marks a trial that does not beat it." if pairs else "")
-                 + (" Stage columns (" + ", ".join(f"<code>{_e(st)}</code>" for st in stages) + "): the latency that "
-                    "stage adds, for stages not in every trial or whose setting is swept; – where it did not run."
-                    if stages else "")
-                 + "</p>")
-    parts.append(_trials_table(results, ranked))
-    index_table = _index_table(results)
-    if index_table is not None:
-        parts.append(f"<h2>Indexes</h2>{index_table}")
+    return ("<h2>All trials</h2><p class='meta'>In objective order, passing trials first; "
+            "results.csv has every metric and cost."
+            + (" Citation precision is beside its floor, what always citing [1] (the top passage) scores; "
+               f"<span class='floor'>{BELOW_FLOOR}</span> marks a trial that does not beat it." if pairs else "")
+            + (" Stage columns (" + ", ".join(f"<code>{_e(st)}</code>" for st in stages) + "): the latency that "
+               "stage adds, for stages not in every trial or whose setting is swept; – where it did not run."
+               if stages else "")
+            + "</p>")
 
+
+def _footer_html(results: SweepResults) -> str:
+    """Provenance: the dataset's fingerprint, the models, the versions, and the search space."""
+    ds = results.dataset
     v = results.versions
     models = ", ".join(f"{_e(k)}: {_e(m.name)} <code>{_e(m.fingerprint)}</code>" for k, m in results.models.items())
     pkgs = ", ".join(f"{_e(k)} {_e(val)}" for k, val in v.packages.items())
-    parts.append(
+    return (
         "<footer><p>"
         f"Dataset <code>{_e(ds.path)}</code> fingerprint <code>{_e(ds.fingerprint)}</code>. "
         f"{('Models: ' + models + '. ') if models else ''}"
@@ -323,4 +323,30 @@ def render_html(results: SweepResults, latencies: Latencies | None = None) -> st
         f"<details><summary>Search space</summary><pre>{_e(json.dumps(results.search_space, indent=2))}</pre>"
         "</details></footer></main></body></html>"
     )
+
+
+def render_html(results: SweepResults, latencies: Latencies | None = None) -> str:
+    ranked = _ranked(results)
+    quality = plot_metric(results)
+    parts = _head_html(results)
+    gates_line = ", ".join(f"<code>{_e(g)}</code>" for g in results.gates) or "none"
+    pairs = citation_floor_pairs(results.trials)
+    banner, shown, shown_title = _banner_html(results, quality, pairs)
+    parts.append(banner)
+    parts.append(f"<p class='objective'><b>Objective:</b> {_e(results.objective)}. <b>Gates:</b> {gates_line}</p>")
+    if shown is not None and _verdicts(results, shown):
+        parts.append(f"<h2>{shown_title}</h2>{_verdict_table(_verdicts(results, shown))}")
+    if results.held_out is not None:
+        parts.append(_held_out_html(results.held_out))
+    if judged_trials(results):
+        parts.append(_judged_html(results))
+    if results.baseline is not None:
+        parts.append(_baseline_html(results.baseline))
+    parts += _plots_html(results, quality, latencies)
+    parts.append(_trials_intro_html(results, pairs))
+    parts.append(_trials_table(results, ranked))
+    index_table = _index_table(results)
+    if index_table is not None:
+        parts.append(f"<h2>Indexes</h2>{index_table}")
+    parts.append(_footer_html(results))
     return "\n".join(parts)
