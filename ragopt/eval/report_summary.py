@@ -10,7 +10,7 @@ from ragopt.eval.report_common import (
     _retriever_label, _verdicts, beats_floor, citation_floor_pairs, citation_label, closest_trial, fmt_interval,
     held_out_rows, judge_cost_text, judged_trials, noisy_gates, stage_latency_columns, stage_ms, with_floor,
 )
-from ragopt.eval.results import HeldOut, SweepResults, Trial, measured
+from ragopt.eval.results import BaselineComparison, HeldOut, SweepResults, Trial, measured
 
 
 def _md_escape(s: str) -> str:
@@ -40,8 +40,24 @@ def _summary_columns(results: SweepResults) -> tuple[list[str], list[str], list[
 
 def render_summary(results: SweepResults) -> str:
     """summary.md: the selected trial, the objective, gate verdicts, and every trial in objective order."""
+    out = _md_header(results)
+    ranked = _ranked(results)
+    pairs = citation_floor_pairs(results.trials)
+    out += _md_outcome(results, pairs)
+    if results.held_out is not None:
+        out += _md_held_out(results.held_out)
+    out += _md_judged(results)
+    if results.baseline is not None:
+        out += _md_baseline(results.baseline)
+    out += _md_trials(results, ranked, pairs)
+    out += _md_failures(results, ranked)
+    return "\n".join(out)
+
+
+def _md_header(results: SweepResults) -> list[str]:
+    """The title, the dataset, the objective and the gates."""
     ds = results.dataset
-    out = [
+    return [
         "# ragopt sweep summary",
         "",
         f"Dataset **{ds.name}** ({ds.n_documents:,} documents, {ds.n_queries:,} queries; "
@@ -53,48 +69,59 @@ def render_summary(results: SweepResults) -> str:
         "**Gates:** " + (", ".join(f"`{g}`" for g in results.gates) if results.gates else "none"),
         "",
     ]
+
+
+def _md_outcome(results: SweepResults, pairs: list[tuple[str, str]]) -> list[str]:
+    """The selected trial, or the closest one when none passes, with its citations and gate verdicts."""
     sel = results.selected_trial
-    ranked = _ranked(results)
-    pairs = citation_floor_pairs(results.trials)
     if sel is not None:
-        out += [f"## Selected: `{sel.id}`", "", _md_params(sel), ""]
+        out = [f"## Selected: `{sel.id}`", "", _md_params(sel), ""]
         shown = sel
     else:
-        out += ["## No trial passes every gate", ""]
+        out = ["## No trial passes every gate", ""]
         shown = closest_trial(results)
         if shown is not None:
             out += [f"Closest to passing: `{shown.id}` ({_md_params(shown)}).", ""]
     if shown is not None and pairs:
         out += [_md_citations(shown, pairs), ""]
     if shown is not None and _verdicts(results, shown):
-        noisy = noisy_gates(results, shown)
-        if noisy:
-            out += [f"{WITHIN_NOISE}: {', '.join(f'`{v.gate}`' for v in noisy)} "
-                    f"{'passes' if len(noisy) == 1 else 'pass'} only within noise (the metric's bootstrap interval "
-                    "over queries straddles the threshold).", ""]
-        out += ["| gate | observed | result |", "|---|---:|---|"]
-        for v in _verdicts(results, shown):
-            obs = "not measured" if v.observed is None else fmt(v.observed)
-            word = "FAIL" if not v.passed else f"pass, {WITHIN_NOISE}" if v.within_noise else "pass"
-            out.append(f"| `{v.gate}` | {obs} | {word}: {_md_escape(v.message)} |")
-        out.append("")
-    if results.held_out is not None:
-        out += _md_held_out(results.held_out)
-    out += _md_judged(results)
-    if results.baseline is not None:
-        b = results.baseline
-        out += [
-            f"## Baseline: {'REGRESSION' if b.regressed else 'no regression'}",
-            "",
-            f"Against `{b.path}`. Per-query metrics: a regression is a mean drop beyond {fmt(b.tolerance)} whose "
-            "paired bootstrap interval excludes zero. Trial costs (p95_ms, context_tokens): a rise beyond the "
-            "share of the baseline each verdict states.",
-            "",
-        ]
-        out += [f"- {'**regressed**' if v.regressed else 'ok'} `{v.trial_id}` {_md_escape(v.message)}"
-                for v in b.verdicts]
-        out.append("")
+        out += _md_verdicts(results, shown)
+    return out
 
+
+def _md_verdicts(results: SweepResults, t: Trial) -> list[str]:
+    """A trial's gate verdicts as a table, after a note on the gates that pass only within noise."""
+    out = []
+    noisy = noisy_gates(results, t)
+    if noisy:
+        out += [f"{WITHIN_NOISE}: {', '.join(f'`{v.gate}`' for v in noisy)} "
+                f"{'passes' if len(noisy) == 1 else 'pass'} only within noise (the metric's bootstrap interval "
+                "over queries straddles the threshold).", ""]
+    out += ["| gate | observed | result |", "|---|---:|---|"]
+    for v in _verdicts(results, t):
+        obs = "not measured" if v.observed is None else fmt(v.observed)
+        word = "FAIL" if not v.passed else f"pass, {WITHIN_NOISE}" if v.within_noise else "pass"
+        out.append(f"| `{v.gate}` | {obs} | {word}: {_md_escape(v.message)} |")
+    return out + [""]
+
+
+def _md_baseline(b: BaselineComparison) -> list[str]:
+    out = [
+        f"## Baseline: {'REGRESSION' if b.regressed else 'no regression'}",
+        "",
+        f"Against `{b.path}`. Per-query metrics: a regression is a mean drop beyond {fmt(b.tolerance)} whose "
+        "paired bootstrap interval excludes zero. Trial costs (p95_ms, context_tokens): a rise beyond the "
+        "share of the baseline each verdict states.",
+        "",
+    ]
+    out += [f"- {'**regressed**' if v.regressed else 'ok'} `{v.trial_id}` {_md_escape(v.message)}"
+            for v in b.verdicts]
+    return out + [""]
+
+
+def _md_trials(results: SweepResults, ranked: list[Trial], pairs: list[tuple[str, str]]) -> list[str]:
+    """Every trial in objective order, in the summary's compact columns, under notes on the citation and
+    stage columns."""
     extras, metrics, costs = _summary_columns(results)
     stages = stage_latency_columns(results.trials)
     head = ["#", "trial", "chunker", "retriever", "top_k", *extras, *metrics,
@@ -107,11 +134,11 @@ def render_summary(results: SweepResults) -> str:
     if stages:
         notes.append(f"Stage columns ({', '.join(f'`{s}`' for s in stages)}): the latency that stage adds, for "
                      "stages not in every trial or whose setting is swept; – where it did not run.")
-    out += ["## Trials (objective order, passing first)", "",
-            "Key columns only: every metric and cost of every trial is in `results.csv`.", "",
-            *(line for n in notes for line in (n, "")),
-            "| " + " | ".join(head) + " |",
-            "|" + "|".join("---:" if i == 0 or 4 <= i < len(head) - 1 else "---" for i in range(len(head))) + "|"]
+    out = ["## Trials (objective order, passing first)", "",
+           "Key columns only: every metric and cost of every trial is in `results.csv`.", "",
+           *(line for n in notes for line in (n, "")),
+           "| " + " | ".join(head) + " |",
+           "|" + "|".join("---:" if i == 0 or 4 <= i < len(head) - 1 else "---" for i in range(len(head))) + "|"]
     for rank, t in enumerate(ranked, start=1):
         dumped, values = t.params.model_dump(), t.values()
         failed = [v.gate for v in _verdicts(results, t) if not v.passed]
@@ -129,15 +156,19 @@ def render_summary(results: SweepResults) -> str:
             gates,
         ]
         out.append("| " + " | ".join(_md_escape(c) for c in cells) + " |")
-    out.append("")
+    return out + [""]
+
+
+def _md_failures(results: SweepResults, ranked: list[Trial]) -> list[str]:
+    """Each failing trial with the messages of the gates it fails."""
     failing = [t for t in ranked if not _passed(results, t)]
-    if failing:
-        out += ["## Why the other trials failed", ""]
-        for t in failing:
-            msgs = "; ".join(v.message for v in _verdicts(results, t) if not v.passed)
-            out.append(f"- `{t.id}`: {_md_escape(msgs)}")
-        out.append("")
-    return "\n".join(out)
+    if not failing:
+        return []
+    out = ["## Why the other trials failed", ""]
+    for t in failing:
+        msgs = "; ".join(v.message for v in _verdicts(results, t) if not v.passed)
+        out.append(f"- `{t.id}`: {_md_escape(msgs)}")
+    return out + [""]
 
 
 def _md_floor(t: Trial, precision: str, floor: str) -> str:
