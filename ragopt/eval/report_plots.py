@@ -64,18 +64,18 @@ def _recall_points(group: Sequence[Trial]) -> dict[int, float]:
     return pts
 
 
-def plot_recall_curves(results: SweepResults) -> str | None:
-    from matplotlib.figure import Figure
-    from matplotlib.ticker import FixedLocator, NullFormatter, NullLocator
-
-    trials = results.trials
-    extras = _extra_params(trials)
+def _chunkers_in_order(trials: Sequence[Trial]) -> list[str]:
+    """Each chunker once: by chunk size, then overlap, whole documents last."""
     chunkers: list[str] = []
     for t in sorted(trials, key=_chunker_order):
         if t.params.chunker not in chunkers:
             chunkers.append(t.params.chunker)
-    configs = sorted({_config_label(t, extras) for t in trials})
-    color = {c: _COLORS[i % len(_COLORS)] for i, c in enumerate(configs)}
+    return chunkers
+
+
+def _recall_curves(trials: Sequence[Trial], chunkers: Sequence[str], configs: Sequence[str],
+                   extras: Sequence[str]) -> dict[str, dict[str, dict[int, float]]]:
+    """chunker -> configuration -> its recall@K points, for the groups scored at some K."""
     curves: dict[str, dict[str, dict[int, float]]] = {}
     for ch in chunkers:
         for cfg in configs:
@@ -83,6 +83,53 @@ def plot_recall_curves(results: SweepResults) -> str | None:
             pts = _recall_points(group)
             if pts:
                 curves.setdefault(ch, {})[cfg] = pts
+    return curves
+
+
+def _draw_recall_panel(ax: Any, chunker: str, curves: dict[str, dict[int, float]], color: dict[str, str],
+                       recall_gates: Sequence[tuple[str, float]], all_k: Sequence[int]) -> None:
+    """One chunker's panel: a line per configuration, the recall gates, and on a log axis a tick at every K."""
+    from matplotlib.ticker import FixedLocator, NullFormatter, NullLocator
+
+    _style_axes(ax)
+    for cfg, pts in curves.items():
+        ks = sorted(pts)
+        ax.plot(ks, [pts[k] for k in ks], marker="o", markersize=3.5, linewidth=1.6, color=color[cfg], label=cfg)
+    for name, thr in recall_gates:
+        ax.axhline(thr, color="#dc2626", linestyle="--", linewidth=1)
+        ax.annotate(f"gate {name}≥{thr:g}", (0.02, thr), xycoords=("axes fraction", "data"),
+                    xytext=(0, 3), textcoords="offset points", fontsize=7.5, color="#dc2626")
+    title = "whole document" if chunker == "whole" else f"chunks {chunker} tokens"
+    ax.set_title(title, fontsize=10, color="#111827")
+    _maybe_log(ax, all_k)
+    if ax.get_xscale() == "log":
+        ax.xaxis.set_major_locator(FixedLocator(all_k))
+        ax.xaxis.set_major_formatter(lambda x, _pos: f"{x:g}")
+        ax.xaxis.set_minor_locator(NullLocator())
+        ax.xaxis.set_minor_formatter(NullFormatter())
+    ax.set_xlabel("top_k", fontsize=9)
+
+
+def _legend_entries(axes: Any) -> tuple[list[Any], list[str]]:
+    """Every panel's legend handles, each label once, for one legend under the figure."""
+    handles, labels = [], []
+    for ax in axes.flat:
+        for h, lab in zip(*ax.get_legend_handles_labels()):
+            if lab not in labels:
+                handles.append(h)
+                labels.append(lab)
+    return handles, labels
+
+
+def plot_recall_curves(results: SweepResults) -> str | None:
+    from matplotlib.figure import Figure
+
+    trials = results.trials
+    extras = _extra_params(trials)
+    chunkers = _chunkers_in_order(trials)
+    configs = sorted({_config_label(t, extras) for t in trials})
+    color = {c: _COLORS[i % len(_COLORS)] for i, c in enumerate(configs)}
+    curves = _recall_curves(trials, chunkers, configs, extras)
     if not curves:
         return None
     chunkers = [c for c in chunkers if c in curves]
@@ -95,41 +142,53 @@ def plot_recall_curves(results: SweepResults) -> str | None:
     for ax in axes.flat[len(chunkers):]:
         ax.set_visible(False)
     for ax, ch in zip(axes.flat, chunkers):
-        _style_axes(ax)
-        for cfg, pts in curves[ch].items():
-            ks = sorted(pts)
-            ax.plot(ks, [pts[k] for k in ks], marker="o", markersize=3.5, linewidth=1.6, color=color[cfg], label=cfg)
-        for name, thr in recall_gates:
-            ax.axhline(thr, color="#dc2626", linestyle="--", linewidth=1)
-            ax.annotate(f"gate {name}≥{thr:g}", (0.02, thr), xycoords=("axes fraction", "data"),
-                        xytext=(0, 3), textcoords="offset points", fontsize=7.5, color="#dc2626")
-        title = "whole document" if ch == "whole" else f"chunks {ch} tokens"
-        ax.set_title(title, fontsize=10, color="#111827")
-        _maybe_log(ax, all_k)
-        if ax.get_xscale() == "log":
-            ax.xaxis.set_major_locator(FixedLocator(all_k))
-            ax.xaxis.set_major_formatter(lambda x, _pos: f"{x:g}")
-            ax.xaxis.set_minor_locator(NullLocator())
-            ax.xaxis.set_minor_formatter(NullFormatter())
-        ax.set_xlabel("top_k", fontsize=9)
+        _draw_recall_panel(ax, ch, curves[ch], color, recall_gates, all_k)
     for row in axes:
         row[0].set_ylabel("recall@top_k", fontsize=9)
     axes.flat[0].set_ylim(0, 1.02)
-    handles, labels = [], []
-    for ax in axes.flat:
-        for h, lab in zip(*ax.get_legend_handles_labels()):
-            if lab not in labels:
-                handles.append(h)
-                labels.append(lab)
+    handles, labels = _legend_entries(axes)
     fig.legend(handles, labels, loc="lower center", ncol=min(len(labels), 5), frameon=False, fontsize=9,
                bbox_to_anchor=(0.5, -0.02))
     fig.tight_layout(rect=(0, 0.08 if nrows == 1 else 0.05, 1, 1))
     return _svg(fig, "recall")
 
 
+def _mark_front_and_selected(ax: Any, results: SweepResults, pts: Sequence[tuple[Trial, float, float]]) -> None:
+    """The Pareto front as dark steps with ringed points, and a star on the selected trial."""
+    front = pareto_front([(x, y) for _, x, y in pts])
+    fx = [pts[i][1] for i in front]
+    fy = [pts[i][2] for i in front]
+    ax.plot(fx, fy, drawstyle="steps-post", color="#111827", linewidth=1.3, zorder=2, alpha=0.8)
+    ax.scatter(fx, fy, s=120, facecolors="none", edgecolors="#111827", linewidths=1.0, zorder=4)
+    sel = next(((t, x, y) for t, x, y in pts if t.id == results.selected), None)
+    if sel is not None:
+        ax.scatter([sel[1]], [sel[2]], marker="*", s=320, color="#facc15", edgecolors="#111827",
+                   linewidths=0.9, zorder=5)
+        ax.annotate("selected", (sel[1], sel[2]), xytext=(10, 8), textcoords="offset points", fontsize=8.5,
+                    color="#111827", fontweight="bold", zorder=6,
+                    bbox={"boxstyle": "round,pad=0.2", "facecolor": "white", "edgecolor": "none", "alpha": 0.85})
+
+
+def _quality_cost_legend(configs: Sequence[str], chunkers: Sequence[str], color: dict[str, str],
+                         marker: dict[str, str]) -> list[Any]:
+    """A colour per configuration, a marker per chunker, then what the fills, rings, star and dashes mean."""
+    from matplotlib.lines import Line2D
+
+    handles = [Line2D([], [], linestyle="", marker="o", color=color[c], label=c) for c in configs]
+    handles += [Line2D([], [], linestyle="", marker=marker[c], color="#6b7280",
+                       label="whole doc" if c == "whole" else f"chunks {c}") for c in chunkers]
+    handles += [
+        Line2D([], [], linestyle="", marker="o", color="#6b7280", markerfacecolor="white", label="fails a gate"),
+        Line2D([], [], color="#111827", marker="o", markerfacecolor="none", markersize=9, label="Pareto front"),
+        Line2D([], [], linestyle="", marker="*", markersize=13, color="#facc15", markeredgecolor="#111827",
+               label="selected"),
+        Line2D([], [], color="#dc2626", linestyle="--", label="gate threshold"),
+    ]
+    return handles
+
+
 def plot_quality_vs_cost(results: SweepResults) -> str | None:
     from matplotlib.figure import Figure
-    from matplotlib.lines import Line2D
 
     quality = plot_metric(results)
     trials = [t for t in results.trials if measured(t.metrics.get(quality)) is not None]
@@ -144,10 +203,7 @@ def plot_quality_vs_cost(results: SweepResults) -> str | None:
     extras = _extra_params(trials)
     configs = sorted({_config_label(t, extras) for t in trials})
     color = {c: _COLORS[i % len(_COLORS)] for i, c in enumerate(configs)}
-    chunkers: list[str] = []
-    for t in sorted(trials, key=_chunker_order):
-        if t.params.chunker not in chunkers:
-            chunkers.append(t.params.chunker)
+    chunkers = _chunkers_in_order(trials)
     marker = {c: _MARKERS[i % len(_MARKERS)] for i, c in enumerate(chunkers)}
     gates = _gate_thresholds(results)
     fig = Figure(figsize=(5.6 * len(panels) + 0.4, 4.6))
@@ -156,23 +212,12 @@ def plot_quality_vs_cost(results: SweepResults) -> str | None:
         _style_axes(ax)
         pts = [(t, measured(getattr(t.costs, cost)), measured(t.metrics.get(quality))) for t in trials]
         pts = [(t, x, y) for t, x, y in pts if x is not None and y is not None]
-        for t, x, y in pts:
+        for t, x, y in pts:  # filled where the trial passes every gate, hollow where it fails one
             ok = _passed(results, t)
             c = color[_config_label(t, extras)]
             ax.scatter([x], [y], marker=marker[t.params.chunker], s=34, linewidths=1.2, zorder=3,
                        facecolors=c if ok else "white", edgecolors=c, alpha=0.95 if ok else 0.8)
-        front = pareto_front([(x, y) for _, x, y in pts])
-        fx = [pts[i][1] for i in front]
-        fy = [pts[i][2] for i in front]
-        ax.plot(fx, fy, drawstyle="steps-post", color="#111827", linewidth=1.3, zorder=2, alpha=0.8)
-        ax.scatter(fx, fy, s=120, facecolors="none", edgecolors="#111827", linewidths=1.0, zorder=4)
-        sel = next(((t, x, y) for t, x, y in pts if t.id == results.selected), None)
-        if sel is not None:
-            ax.scatter([sel[1]], [sel[2]], marker="*", s=320, color="#facc15", edgecolors="#111827",
-                       linewidths=0.9, zorder=5)
-            ax.annotate("selected", (sel[1], sel[2]), xytext=(10, 8), textcoords="offset points", fontsize=8.5,
-                        color="#111827", fontweight="bold", zorder=6,
-                        bbox={"boxstyle": "round,pad=0.2", "facecolor": "white", "edgecolor": "none", "alpha": 0.85})
+        _mark_front_and_selected(ax, results, pts)
         if cost in gates:
             ax.axvline(gates[cost].threshold, color="#dc2626", linestyle="--", linewidth=1)
         if quality in gates:
@@ -181,16 +226,7 @@ def plot_quality_vs_cost(results: SweepResults) -> str | None:
         ax.margins(x=0.05, y=0.08)
         ax.set_xlabel(xlabel, fontsize=9)
     axes[0].set_ylabel(quality, fontsize=9)
-    handles = [Line2D([], [], linestyle="", marker="o", color=color[c], label=c) for c in configs]
-    handles += [Line2D([], [], linestyle="", marker=marker[c], color="#6b7280",
-                       label="whole doc" if c == "whole" else f"chunks {c}") for c in chunkers]
-    handles += [
-        Line2D([], [], linestyle="", marker="o", color="#6b7280", markerfacecolor="white", label="fails a gate"),
-        Line2D([], [], color="#111827", marker="o", markerfacecolor="none", markersize=9, label="Pareto front"),
-        Line2D([], [], linestyle="", marker="*", markersize=13, color="#facc15", markeredgecolor="#111827",
-               label="selected"),
-        Line2D([], [], color="#dc2626", linestyle="--", label="gate threshold"),
-    ]
+    handles = _quality_cost_legend(configs, chunkers, color, marker)
     fig.legend(handles=handles, loc="lower center", ncol=min(len(handles), 6), frameon=False, fontsize=8.5,
                bbox_to_anchor=(0.5, -0.03))
     rows = math.ceil(len(handles) / 6)
