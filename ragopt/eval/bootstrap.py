@@ -167,19 +167,10 @@ def compare_to_baseline(
     context_tokens where both measured them. `metrics` restricts the comparison to the names it lists.
     A different dataset fingerprint, or nothing in common to compare, is an InputError (field "baseline").
     """
-    if current.dataset.fingerprint != baseline.dataset.fingerprint:
-        raise InputError(
-            f"baseline was computed on another dataset (fingerprint {baseline.dataset.fingerprint} "
-            f"vs {current.dataset.fingerprint})",
-            path=baseline_path or None,
-            field="baseline",
-        )
+    _check_same_dataset(current, baseline, baseline_path)
     base_trials = {t.id: t for t in baseline.trials}
     if trial_ids is None:
-        if current.selected is not None and current.selected in base_trials:
-            trial_ids = [current.selected]
-        else:
-            trial_ids = [t.id for t in current.trials if t.id in base_trials]
+        trial_ids = _default_trial_ids(current, base_trials)
     base_pos = {q: i for i, q in enumerate(baseline.query_ids)}
     shared = [(i, base_pos[q]) for i, q in enumerate(current.query_ids) if q in base_pos]
     verdicts: list[RegressionVerdict] = []
@@ -187,21 +178,8 @@ def compare_to_baseline(
         if tid not in base_trials:
             continue
         cur, base = current.trial(tid), base_trials[tid]
-        names = metrics if metrics is not None else [m for m in cur.per_query if m in base.per_query]
-        for name in names:
-            if name not in cur.per_query or name not in base.per_query:
-                continue
-            c = [cur.per_query[name][i] for i, _ in shared]
-            b = [base.per_query[name][j] for _, j in shared]
-            try:
-                verdicts.append(
-                    regression(
-                        c, b, tolerance, metric=name, trial_id=tid,
-                        n_resamples=n_resamples, confidence=confidence, seed=seed,
-                    )
-                )
-            except ValueError:  # no query scored in both: nothing to compare for this metric
-                continue
+        verdicts += _metric_verdicts(cur, base, metrics, shared, tolerance,
+                                     n_resamples=n_resamples, confidence=confidence, seed=seed)
         verdicts += _cost_verdicts(cur, base, metrics, cost_tolerance, n_queries=len(shared))
     if not verdicts:
         raise InputError(
@@ -212,6 +190,49 @@ def compare_to_baseline(
     return BaselineComparison(
         path=baseline_path, tolerance=tolerance, verdicts=verdicts, regressed=any(v.regressed for v in verdicts)
     )
+
+
+def _check_same_dataset(current: SweepResults, baseline: SweepResults, baseline_path: str) -> None:
+    """Per-query figures pair up only on the same queries and judgments: another dataset is an input error."""
+    if current.dataset.fingerprint != baseline.dataset.fingerprint:
+        raise InputError(
+            f"baseline was computed on another dataset (fingerprint {baseline.dataset.fingerprint} "
+            f"vs {current.dataset.fingerprint})",
+            path=baseline_path or None,
+            field="baseline",
+        )
+
+
+def _default_trial_ids(current: SweepResults, base_trials: dict[str, Trial]) -> list[str]:
+    """The selected trial when the baseline has it, else every trial the two sweeps share."""
+    if current.selected is not None and current.selected in base_trials:
+        return [current.selected]
+    return [t.id for t in current.trials if t.id in base_trials]
+
+
+def _metric_verdicts(
+    cur: Trial, base: Trial, metrics: Sequence[str] | None, shared: Sequence[tuple[int, int]], tolerance: float, *,
+    n_resamples: int, confidence: float, seed: int,
+) -> list[RegressionVerdict]:
+    """One paired-bootstrap verdict per per-query metric both trials carry, over the queries both runs share
+    (`shared`: current position, baseline position)."""
+    out = []
+    names = metrics if metrics is not None else [m for m in cur.per_query if m in base.per_query]
+    for name in names:
+        if name not in cur.per_query or name not in base.per_query:
+            continue
+        c = [cur.per_query[name][i] for i, _ in shared]
+        b = [base.per_query[name][j] for _, j in shared]
+        try:
+            out.append(
+                regression(
+                    c, b, tolerance, metric=name, trial_id=cur.id,
+                    n_resamples=n_resamples, confidence=confidence, seed=seed,
+                )
+            )
+        except ValueError:  # no query scored in both: nothing to compare for this metric
+            continue
+    return out
 
 
 def _cost_verdicts(
