@@ -25,6 +25,7 @@ import collections
 import json
 import threading
 import time
+from dataclasses import dataclass, field
 from typing import Any, Iterator
 
 from pydantic import Field
@@ -34,8 +35,9 @@ from ragopt.errors import InputError
 from ragopt.pipeline import RequestState
 from ragopt.resources import Resources
 from ragopt.stages.citations import invalid_markers, parse_citations
-from ragopt.stages.prompt import PromptConfig
-from ragopt.types import Answer
+from ragopt.stages.prompt import FittedPrompt, PromptConfig
+from ragopt.trace import Usage
+from ragopt.types import Answer, Citation
 
 
 class HttpGeneratorConfig(StrictModel):
@@ -114,6 +116,19 @@ def _sse_data(lines: Iterator[str]) -> Iterator[dict[str, Any]]:
     raise BackendError("the stream ended before the server finished the answer")
 
 
+@dataclass
+class _Streamed:
+    """What reading one streamed answer gathered: the pieces, why it ended, when the first and last pieces
+    came, and the server's last `timings` and `usage` (empty when it sent none)."""
+
+    pieces: list[str] = field(default_factory=list)
+    finish: str = "length"
+    t_first: float | None = None
+    t_last: float | None = None
+    timings: dict[str, Any] = field(default_factory=dict)
+    reported: dict[str, Any] = field(default_factory=dict)
+
+
 class HttpGenerator:
     """The generation stage over HTTP. Reads the fitted prompt, writes the answer."""
 
@@ -178,70 +193,79 @@ class HttpGenerator:
         t_send = time.perf_counter()
         if arrival is None:
             arrival = t_send
-        pieces: list[str] = []
-        n_out = 0
-        finish = "length"
-        t_first = t_last = None
-        timings: dict[str, Any] = {}
-        reported: dict[str, Any] = {}
         try:
-            with self.client.stream("POST", "/v1/chat/completions", json=self.request_body(fitted.messages), headers=self.headers) as r:
-                if r.status_code != 200:
-                    r.read()
-                    raise BackendError(f"server answered {r.status_code}: {r.text[:200]}")
-                for event in _sse_data(r.iter_lines()):
-                    timings = event.get("timings") or timings
-                    reported = event.get("usage") or reported
-                    for choice in event.get("choices") or ():
-                        piece = (choice.get("delta") or {}).get("content") or ""
-                        if piece:
-                            now = time.perf_counter()
-                            t_first = t_first or now
-                            t_last = now
-                            n_out += 1
-                            pieces.append(piece)
-                            if state.on_token is not None:
-                                state.on_token(piece)
-                        if choice.get("finish_reason"):
-                            finish = str(choice["finish_reason"])
-                    remaining = state.remaining_s()
-                    if remaining is not None and remaining <= 0:
-                        finish = "deadline"  # leaving the block closes the connection: the server stops too
-                        break
+            streamed = self._stream(state, fitted.messages)
         except httpx.HTTPError as exc:
             raise BackendError(f"{type(exc).__name__}: {exc}") from exc
 
-        text = "".join(pieces)
+        text = "".join(streamed.pieces)
         numbered = {p.number: p.hit.chunk for p in fitted.passages}
         citations = parse_citations(text, numbered)
-        state.answer = Answer(text=text.strip(), citations=citations, incomplete=finish == "deadline",
-                              finish_reason=finish, generator=f"http:{self.config.model}")
-        prompt_n, cache_n = timings.get("prompt_n"), timings.get("cache_n")
-        prefill = timings.get("prompt_ms")
-        ttft_from_send = (t_first - t_send) * 1000 if t_first is not None else None
-        tokens_in = int(reported.get("prompt_tokens") or ((prompt_n or 0) + (cache_n or 0)) or fitted.n_tokens)
-        tokens_out = int(reported.get("completion_tokens") or timings.get("predicted_n") or n_out)
-        tpot = (t_last - t_first) * 1000 / (n_out - 1) if (t_first is not None and t_last is not None and n_out > 1) else None
-        usage.tokens_in = tokens_in
-        usage.tokens_out = tokens_out
-        usage.attrs.update(
-            {
-                "backend": "http",
-                "prompt_tokens": tokens_in,
-                "prompt_tokens_evaluated": prompt_n,
-                "reused_tokens": cache_n,
-                "reused_fraction": (cache_n / tokens_in) if (cache_n is not None and tokens_in) else None,
-                "prefill_ms": prefill,
-                "queue_ms": max(ttft_from_send - prefill, 0.0) if (ttft_from_send is not None and prefill is not None) else None,
-                "ttft_ms": (t_first - arrival) * 1000 if t_first is not None else None,
-                "tpot_ms": tpot,
-                "tokens_per_s": 1000.0 / tpot if tpot else None,
-                "decode_tokens": tokens_out,
-                "server_decode_ms": timings.get("predicted_ms"),
-                "generate_wall_ms": (time.perf_counter() - t_send) * 1000,
-                "finish_reason": finish,
-                "incomplete": finish == "deadline",
-                "invalid_citations": invalid_markers(citations),
-            }
-        )
+        state.answer = Answer(text=text.strip(), citations=citations, incomplete=streamed.finish == "deadline",
+                              finish_reason=streamed.finish, generator=f"http:{self.config.model}")
+        _record_usage(usage, fitted, streamed, citations, t_send=t_send, arrival=arrival)
         return state
+
+    def _stream(self, state: RequestState, messages: list[dict[str, str]]) -> _Streamed:
+        """Sends the messages with `stream: true` and reads the answer piece by piece, passing each to
+        `state.on_token`; stops reading once the request's deadline has passed."""
+        out = _Streamed()
+        with self.client.stream("POST", "/v1/chat/completions", json=self.request_body(messages), headers=self.headers) as r:
+            if r.status_code != 200:
+                r.read()
+                raise BackendError(f"server answered {r.status_code}: {r.text[:200]}")
+            for event in _sse_data(r.iter_lines()):
+                out.timings = event.get("timings") or out.timings
+                out.reported = event.get("usage") or out.reported
+                for choice in event.get("choices") or ():
+                    piece = (choice.get("delta") or {}).get("content") or ""
+                    if piece:
+                        now = time.perf_counter()
+                        out.t_first = out.t_first or now
+                        out.t_last = now
+                        out.pieces.append(piece)
+                        if state.on_token is not None:
+                            state.on_token(piece)
+                    if choice.get("finish_reason"):
+                        out.finish = str(choice["finish_reason"])
+                remaining = state.remaining_s()
+                if remaining is not None and remaining <= 0:
+                    out.finish = "deadline"  # leaving the block closes the connection: the server stops too
+                    break
+        return out
+
+
+def _record_usage(usage: Usage, fitted: FittedPrompt, streamed: _Streamed, citations: list[Citation], *,
+                  t_send: float, arrival: float) -> None:
+    """Token counts and timings (the module docstring defines them): the server's own figures where it sent
+    them, else what the stream showed."""
+    timings, reported, finish = streamed.timings, streamed.reported, streamed.finish
+    t_first, t_last, n_out = streamed.t_first, streamed.t_last, len(streamed.pieces)
+    prompt_n, cache_n = timings.get("prompt_n"), timings.get("cache_n")
+    prefill = timings.get("prompt_ms")
+    ttft_from_send = (t_first - t_send) * 1000 if t_first is not None else None
+    tokens_in = int(reported.get("prompt_tokens") or ((prompt_n or 0) + (cache_n or 0)) or fitted.n_tokens)
+    tokens_out = int(reported.get("completion_tokens") or timings.get("predicted_n") or n_out)
+    tpot = (t_last - t_first) * 1000 / (n_out - 1) if (t_first is not None and t_last is not None and n_out > 1) else None
+    usage.tokens_in = tokens_in
+    usage.tokens_out = tokens_out
+    usage.attrs.update(
+        {
+            "backend": "http",
+            "prompt_tokens": tokens_in,
+            "prompt_tokens_evaluated": prompt_n,
+            "reused_tokens": cache_n,
+            "reused_fraction": (cache_n / tokens_in) if (cache_n is not None and tokens_in) else None,
+            "prefill_ms": prefill,
+            "queue_ms": max(ttft_from_send - prefill, 0.0) if (ttft_from_send is not None and prefill is not None) else None,
+            "ttft_ms": (t_first - arrival) * 1000 if t_first is not None else None,
+            "tpot_ms": tpot,
+            "tokens_per_s": 1000.0 / tpot if tpot else None,
+            "decode_tokens": tokens_out,
+            "server_decode_ms": timings.get("predicted_ms"),
+            "generate_wall_ms": (time.perf_counter() - t_send) * 1000,
+            "finish_reason": finish,
+            "incomplete": finish == "deadline",
+            "invalid_citations": invalid_markers(citations),
+        }
+    )
