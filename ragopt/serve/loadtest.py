@@ -158,78 +158,93 @@ async def _read_answer(r: Any, stream: bool, first_token: Callable[[], None]) ->
     raise ValueError("the stream ended without a done event")
 
 
+class _LoadRun:
+    """What one load test's requests share: the sending window, what was sent and what came back, and the
+    in-flight count's integral over the sending window (updated exactly at every change)."""
+
+    def __init__(self, spec: LoadSpec, client: Any, rng: random.Random, t0: float,
+                 progress: Callable[[Outcome], None] | None):
+        self.spec = spec
+        self.client = client
+        self.rng = rng
+        self.t0 = t0
+        self.progress = progress
+        self.stop_at = t0 + spec.duration_s
+        self.outcomes: list[Outcome] = []
+        self.sent = 0
+        self.in_flight = 0
+        self.area = 0.0  # integral of the in-flight count over time, up to the end of the sending window
+        self.last_change = 0.0
+        self.sending = True
+
+    def may_send(self) -> bool:
+        return time.perf_counter() < self.stop_at and (self.spec.max_requests is None or self.sent < self.spec.max_requests)
+
+    def count(self, delta: int) -> None:
+        now = time.perf_counter() - self.t0
+        if self.sending:
+            self.area += self.in_flight * (now - self.last_change)
+            self.last_change = now
+        self.in_flight += delta
+
+    def end_sending(self) -> float:
+        """Closes the sending window now (the in-flight integral stops there); returns its length in seconds."""
+        self.count(0)
+        self.sending = False
+        return time.perf_counter() - self.t0
+
+    async def tracked(self, key: str) -> None:
+        kind, question = _question(self.rng, self.spec)
+        self.count(+1)
+        try:
+            outcome = await _one(self.client, self.spec, key, kind, question, self.t0)
+        finally:
+            self.count(-1)
+        self.outcomes.append(outcome)
+        if self.progress is not None:
+            self.progress(outcome)
+
+    async def send_poisson(self) -> list[asyncio.Task]:
+        """Open loop: starts a request at each Poisson arrival until sending stops; returns their tasks."""
+        spec = self.spec
+        tasks: list[asyncio.Task] = []
+        next_at = self.t0
+        while True:
+            # absolute arrival times: time spent sending does not slow the Poisson process down
+            await asyncio.sleep(max(0.0, next_at - time.perf_counter()))
+            if not self.may_send():
+                break
+            tasks.append(asyncio.create_task(self.tracked(spec.api_keys[self.sent % len(spec.api_keys)])))
+            self.sent += 1
+            next_at += self.rng.expovariate(spec.rate)
+        return tasks
+
+    async def client_loop(self, i: int) -> None:
+        """Closed loop: client i sends its next request when its last one ends, until sending stops."""
+        while self.may_send():
+            self.sent += 1
+            await self.tracked(self.spec.api_keys[i % len(self.spec.api_keys)])
+
+
 async def run_load(spec: LoadSpec, progress: Callable[[Outcome], None] | None = None) -> dict[str, Any]:
     import httpx
 
     spec.check()
     rng = random.Random(spec.seed)
     limits = httpx.Limits(max_connections=None, max_keepalive_connections=64)
-    outcomes: list[Outcome] = []
-    in_flight = 0
-    area = 0.0  # integral of the in-flight count over time, up to the end of the sending window
-    last_change = 0.0
     t0 = time.perf_counter()
-    stop_at = t0 + spec.duration_s
-    sent = 0
-    sending = True
-
-    def may_send() -> bool:
-        return time.perf_counter() < stop_at and (spec.max_requests is None or sent < spec.max_requests)
-
     async with httpx.AsyncClient(base_url=spec.url.rstrip("/"), timeout=httpx.Timeout(spec.timeout_s), limits=limits) as client:
-
-        def count(delta: int) -> None:
-            nonlocal in_flight, area, last_change
-            now = time.perf_counter() - t0
-            if sending:
-                area += in_flight * (now - last_change)
-                last_change = now
-            in_flight += delta
-
-        async def tracked(key: str) -> None:
-            kind, question = _question(rng, spec)
-            count(+1)
-            try:
-                outcome = await _one(client, spec, key, kind, question, t0)
-            finally:
-                count(-1)
-            outcomes.append(outcome)
-            if progress is not None:
-                progress(outcome)
-
-        tasks: list[asyncio.Task] = []
+        load = _LoadRun(spec, client, rng, t0, progress)
         if spec.rate is not None:
-            next_at = t0
-            while True:
-                # absolute arrival times: time spent sending does not slow the Poisson process down
-                await asyncio.sleep(max(0.0, next_at - time.perf_counter()))
-                if not may_send():
-                    break
-                tasks.append(asyncio.create_task(tracked(spec.api_keys[sent % len(spec.api_keys)])))
-                sent += 1
-                next_at += rng.expovariate(spec.rate)
+            tasks = await load.send_poisson()
+            send_window = load.end_sending()  # the last arrival (or the duration)
         else:
-
-            async def client_loop(i: int) -> None:
-                nonlocal sent
-                while may_send():
-                    sent += 1
-                    await tracked(spec.api_keys[i % len(spec.api_keys)])
-
-            tasks = [asyncio.create_task(client_loop(i)) for i in range(int(spec.concurrency or 1))]
-        if spec.rate is not None:
-            count(0)
-            sending = False
-            send_window = time.perf_counter() - t0  # the last arrival (or the duration)
-            await asyncio.gather(*tasks)
-        else:
-            await asyncio.wait(tasks, timeout=max(stop_at - time.perf_counter(), 0.0))
-            count(0)
-            sending = False
-            send_window = time.perf_counter() - t0
-            await asyncio.gather(*tasks)
+            tasks = [asyncio.create_task(load.client_loop(i)) for i in range(int(spec.concurrency or 1))]
+            await asyncio.wait(tasks, timeout=max(load.stop_at - time.perf_counter(), 0.0))
+            send_window = load.end_sending()
+        await asyncio.gather(*tasks)
     elapsed = time.perf_counter() - t0
-    return summarize(spec, outcomes, sent, send_window, elapsed, area / send_window if send_window > 0 else 0.0)
+    return summarize(spec, load.outcomes, load.sent, send_window, elapsed, load.area / send_window if send_window > 0 else 0.0)
 
 
 def summarize(spec: LoadSpec, outcomes: Sequence[Outcome], sent: int, send_window: float, elapsed: float,
