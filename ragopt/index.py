@@ -274,16 +274,8 @@ def build_index(
     chunks = chunker.chunk_all(docs)
     tmp = root / scratch_name(f".tmp-{iid}")
     tmp.mkdir(parents=True)
-    try:
-        with open(tmp / "chunks.jsonl", "w", encoding="utf-8") as f:
-            f.writelines(c.model_dump_json() + "\n" for c in chunks)
-        collection = collection_name(iid, store_config)
-        dim, embedded, hits = (
-            _write_vectors(chunks, embedder, tmp, collection, store_config, resources, progress) if dense else (None, 0, 0)
-        )
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
+    collection, dim, embedded, hits = _write_scratch(tmp, chunks, iid, embedder, store_config, resources,
+                                                     dense=dense, progress=progress)
     manifest = Manifest(
         id=iid,
         corpus_fingerprint=corpus_fp,
@@ -303,12 +295,34 @@ def build_index(
         store_url=store_config.url,
     )
     _write_manifest(tmp, manifest)
+    _publish(tmp, final)
+    index = open_index(final, store_config, resources)
+    return BuildReport(index, False, embedded, hits, time.perf_counter() - t0)
+
+
+def _write_scratch(tmp: Path, chunks: Sequence[Chunk], iid: str, embedder: Embedder, store_config: StoreConfig,
+                   resources: Resources, *, dense: bool, progress: bool) -> tuple[str, int | None, int, int]:
+    """Write the chunks, and the vectors unless `dense` is False, into the scratch folder `tmp`, which is removed
+    on any failure. Returns (collection, dim or None, texts embedded, cache hits)."""
+    try:
+        with open(tmp / "chunks.jsonl", "w", encoding="utf-8") as f:
+            f.writelines(c.model_dump_json() + "\n" for c in chunks)
+        collection = collection_name(iid, store_config)
+        dim, embedded, hits = (
+            _write_vectors(chunks, embedder, tmp, collection, store_config, resources, progress) if dense else (None, 0, 0)
+        )
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return collection, dim, embedded, hits
+
+
+def _publish(tmp: Path, final: Path) -> None:
+    """Move the finished scratch folder to its final name."""
     try:
         os.rename(tmp, final)  # the publish step: atomic on one file system
     except OSError:  # another process published the same index first; theirs is identical
         shutil.rmtree(tmp, ignore_errors=True)
-    index = open_index(final, store_config, resources)
-    return BuildReport(index, False, embedded, hits, time.perf_counter() - t0)
 
 
 def collection_name(iid: str, store_config: StoreConfig | None) -> str:
