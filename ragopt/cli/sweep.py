@@ -69,10 +69,32 @@ def _split(value: str) -> list[str]:
 
 
 def load_config(args: argparse.Namespace):  # type: ignore[no-untyped-def]
-    from ragopt.config import load_toml, validate
+    from ragopt.errors import InputError
+
+    data, source = _config_data(args)
+    flags = _apply_flags(args, data)
+    data["gates"] = list(data.get("gates") or []) + list(args.gate)
+    if args.baseline:
+        data["baseline"] = {**(data.get("baseline") or {}), "path": args.baseline}
+    if args.tolerance is not None:
+        if not data.get("baseline"):
+            raise InputError("--tolerance needs --baseline", field="--tolerance")
+        data["baseline"]["tolerance"] = args.tolerance
+    config = _validate_naming_flags(data, source, flags)
+    if config.executor == "ray":
+        from ragopt.eval.ray_executor import require_ray
+
+        require_ray(field=flags.get("executor", "executor"), path=None if "executor" in flags else source)
+    return config
+
+
+def _config_data(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
+    """The sweep config before the flags: --config, else the shipped config for the dataset (the hospital one
+    when none is given), else the defaults; with the dataset to sweep, a path relative to the config file
+    resolved against it. Returns (the config's fields, where they came from)."""
+    from ragopt.config import load_toml
     from ragopt.errors import InputError
     from ragopt.eval.sweep import SweepConfig
-    from ragopt.plan import validate_stage_values
 
     if args.docs and args.dataset:
         raise InputError("give --dataset (questions) or --docs (documents to generate them from), not both", field="--docs")
@@ -87,7 +109,13 @@ def load_config(args: argparse.Namespace):  # type: ignore[no-untyped-def]
         data["dataset"] = str(SHIPPED_DATASET)
     elif config_path is not None and not Path(data["dataset"]).is_absolute():
         data["dataset"] = str((Path(config_path).parent / data["dataset"]).resolve())
-    flags = {}  # config key -> the flag that set it, so an error names what the user typed
+    return data, source
+
+
+def _apply_flags(args: argparse.Namespace, data: dict[str, Any]) -> dict[str, str]:
+    """Puts the sweep flags given into the config's fields. Returns config key -> the flag that set it, so an
+    error names what the user typed."""
+    flags = {}
     if args.chunk_sizes:
         data["chunk_sizes"] = [s if s == "whole" else _int(s, "--chunk-sizes") for s in _split(args.chunk_sizes)]
         flags["chunk_sizes"] = "--chunk-sizes"
@@ -97,15 +125,7 @@ def load_config(args: argparse.Namespace):  # type: ignore[no-untyped-def]
     if args.top_k:
         data["top_k"] = [_int(k, "--top-k") for k in _split(args.top_k)]
         flags["top_k"] = "--top-k"
-    for assignment in args.set:
-        kind, knob, values = _stage_setting(assignment)
-        data.setdefault("stages", {}).setdefault(kind, {})[knob] = values if len(values) > 1 else values[0]
-        flags["stages"] = "--set"
-    for kind in {_stage_setting(a)[0] for a in args.set}:  # each kind's settings checked together
-        try:
-            validate_stage_values(kind, data["stages"][kind], "--set")
-        except InputError as exc:
-            raise InputError(exc.message, field="--set") from None
+    _apply_stage_settings(args.set, data, flags)
     for name in ("select_split", "report_split", "holdout", "search", "max_trials", "seed"):
         if getattr(args, name) is not None:
             data[name] = getattr(args, name)
@@ -118,25 +138,38 @@ def load_config(args: argparse.Namespace):  # type: ignore[no-untyped-def]
     if judge:
         data["judge"] = {**(data.get("judge") or {}), **judge}
         flags["judge"] = "--judge"
-    data["gates"] = list(data.get("gates") or []) + list(args.gate)
-    if args.baseline:
-        data["baseline"] = {**(data.get("baseline") or {}), "path": args.baseline}
-    if args.tolerance is not None:
-        if not data.get("baseline"):
-            raise InputError("--tolerance needs --baseline", field="--tolerance")
-        data["baseline"]["tolerance"] = args.tolerance
+    return flags
+
+
+def _apply_stage_settings(assignments: list[str], data: dict[str, Any], flags: dict[str, str]) -> None:
+    """--set KIND.KNOB=V1,V2 into the config's stages, then each kind's settings checked together."""
+    from ragopt.errors import InputError
+    from ragopt.plan import validate_stage_values
+
+    for assignment in assignments:
+        kind, knob, values = _stage_setting(assignment)
+        data.setdefault("stages", {}).setdefault(kind, {})[knob] = values if len(values) > 1 else values[0]
+        flags["stages"] = "--set"
+    for kind in {_stage_setting(a)[0] for a in assignments}:
+        try:
+            validate_stage_values(kind, data["stages"][kind], "--set")
+        except InputError as exc:
+            raise InputError(exc.message, field="--set") from None
+
+
+def _validate_naming_flags(data: dict[str, Any], source: str, flags: dict[str, str]):  # type: ignore[no-untyped-def]
+    """The SweepConfig, or its validation error, naming the flag that set the faulty field where a flag did."""
+    from ragopt.config import validate
+    from ragopt.errors import InputError
+    from ragopt.eval.sweep import SweepConfig
+
     try:
-        config = validate(SweepConfig, data, source)
+        return validate(SweepConfig, data, source)
     except InputError as exc:
         flag = flags.get((exc.field or "").split(".")[0])
         if flag is None:
             raise
         raise InputError(exc.message.removeprefix("Value error, "), field=flag) from None
-    if config.executor == "ray":
-        from ragopt.eval.ray_executor import require_ray
-
-        require_ray(field=flags.get("executor", "executor"), path=None if "executor" in flags else source)
-    return config
 
 
 def _stage_setting(assignment: str) -> tuple[str, str, list[Any]]:
