@@ -34,6 +34,7 @@ from pydantic import Field
 
 from ragopt.config import StrictModel, knob
 from ragopt.errors import InputError
+from ragopt.pipeline import RequestState
 from ragopt.types import Hit, Query, Turn
 
 DEFAULT_SYSTEM = "You are a careful assistant that answers questions from the numbered passages it is given."
@@ -46,6 +47,7 @@ DEFAULT_INSTRUCTIONS = (
 )
 
 NO_PASSAGES_NOTE = "(No passages were provided. Answer briefly from general knowledge, say that no sources were given, and do not cite.)"
+_ROLE_LABELS = {"user": "User", "assistant": "Assistant", "system": "Summary"}  # a system turn is the history's summary
 
 
 class PromptConfig(StrictModel):
@@ -86,9 +88,7 @@ def number_passages(hits: Sequence[Hit], limit: int | None = None, max_chars: in
             continue
         seen.add(hit.chunk.id)
         ordered.append(hit)
-    if limit is not None:
-        ordered = ordered[:limit]
-    return [Passage(number=i, hit=h, text=_cut(h.chunk.text, max_chars)) for i, h in enumerate(ordered, start=1)]
+    return [Passage(number=i, hit=h, text=_cut(h.chunk.text, max_chars)) for i, h in enumerate(ordered[:limit], start=1)]
 
 
 def _cut(text: str, max_chars: int | None) -> str:
@@ -128,10 +128,7 @@ class PromptParts:
         else:
             blocks.append(NO_PASSAGES_NOTE)
         if self.history:
-            lines = []
-            for t in self.history:
-                label = {"user": "User", "assistant": "Assistant", "system": "Summary"}[t.role]
-                lines.append(f"{label}: {' '.join(t.content.split())}")
+            lines = [f"{_ROLE_LABELS[t.role]}: {' '.join(t.content.split())}" for t in self.history]
             blocks.append("Conversation so far:\n" + "\n".join(lines))
         blocks.append(f"Question: {self.question.strip()}")
         return "\n\n".join(blocks)
@@ -216,12 +213,7 @@ def prompt_fingerprint(prompt: FittedPrompt | None) -> str | None:
 
 
 def _common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
-    n = 0
-    for x, y in zip(a, b):
-        if x != y:
-            break
-        n += 1
-    return n
+    return next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
 
 
 def _prefix_tokens(text: str, tokens: list[int], end_char: int, tokenize: Callable[[str], list[int]]) -> int:
@@ -364,9 +356,6 @@ def fit_prompt(parts: PromptParts, renderer: Renderer, budget_tokens: int) -> Fi
         stable_prefix_tokens=stable,
         public_prefix_tokens=min(public, stable) if p.tenant_system else stable,
     )
-
-
-from ragopt.pipeline import RequestState  # noqa: E402 - imported here, beside the stage that needs it
 
 
 class BuildPrompt:
