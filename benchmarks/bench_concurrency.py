@@ -216,10 +216,6 @@ def main() -> int:
     measure("inprocess (serialized)", None, list(backend.stages), None)
     for stage in backend.stages:  # release the in-process model before another llama.cpp engine starts
         getattr(stage, "close", lambda: None)()
-    if not hasattr(backend.stages[-1], "close"):
-        from ragopt.stages.generate_llama import unload_all
-
-        unload_all()
     del backend
     for parallel in args.parallel:
         with LlamaServer(model, parallel=parallel, threads=args.threads, ctx_per_slot=opts.n_ctx) as server:

@@ -12,21 +12,20 @@ requests take turns through its FIFO lock. Per request the stage
    (`ragopt.capacity` arithmetic; the pipeline's fallback then answers);
 2. waits for the model (`queue_ms`), refusing at once when `max_waiting` requests already wait;
 3. reuses the previous request's prompt KV in whole n_batch chunks from position 0, so every reuse pattern
-   (repeat, retry after a cut-off answer, follow-up, shared system prompt, saved prefix) decodes a cold
-   engine's greedy tokens (`Engine.reusable_prefix`); across tenants only up to the tenant-neutral part;
-   optionally restores a saved per-tenant hot prefix (bounded bytes, `CacheKey` with tenant and scopes);
-4. decodes greedily (`speculative="prompt_lookup"`: prompt drafts verified in one batch,
-   `ragopt.backends.llama_decode`) or through llama.cpp's sampler chain, streams to `state.on_token`, stops
-   at EOS, a stop string, a repetition loop (`repeat_stop`), max_tokens or the deadline (the answer is then
-   incomplete, finish_reason "deadline"); `citations="grammar"`: every sentence ends with a valid [n].
+   decodes a cold engine's greedy tokens (`Engine.reusable_prefix`); across tenants only up to the
+   tenant-neutral part; optionally restores a saved per-tenant hot prefix (bounded bytes, tenant-scoped key);
+4. decodes greedily (`speculative="prompt_lookup"`: prompt drafts verified in one batch, `Decoder`) or through
+   llama.cpp's sampler chain, streams to `state.on_token`, stops at EOS, a stop string, a repetition loop
+   (`repeat_stop`), max_tokens or the deadline (the answer is then incomplete, finish_reason "deadline");
+   `citations="grammar"`: every sentence ends with a valid [n].
 
 Measurements (one definition each, see `ragopt.trace.GENERATION_ATTRS`): `ttft_ms` is wall-clock from the
 request's arrival (`RequestState.arrival`, before queueing) to the first generated token; `queue_ms` the
 wait for the model; `prefill_ms` llama.cpp's own counters read right after the prompt's evaluation; `tpot_ms`
 the wall-clock between the first and the last token over (tokens - 1); `drafted_tokens`/`accepted_tokens`
 what speculation proposed and kept, `decode_steps` the decode calls after the prompt and `verify_batches` those
-of them that carried a draft; `repetition_tokens_saved` the output budget left when a loop was stopped.
-A deadline that passes during prefill stops generation at the first token.
+that carried a draft; `repetition_tokens_saved` the output budget left when a loop was stopped. A deadline that
+passes during prefill stops generation at the first token.
 """
 
 from __future__ import annotations
@@ -41,15 +40,7 @@ from pydantic import Field, field_validator, model_validator
 from ragopt import capacity
 from ragopt.backends.citation_grammar import citation_grammar
 from ragopt.backends.llama_decode import Decoder
-from ragopt.backends.llama_engine import (  # noqa: F401 - re-exported: callers import them from here
-    Engine,
-    FifoLock,
-    LlamaRenderer,
-    PrefixStateCache,
-    SavedPrefix,
-    gpu_layers,
-    load_engine,
-)
+from ragopt.backends.llama_engine import Engine, PrefixStateCache, SavedPrefix, gpu_layers, load_engine
 from ragopt.backends.repetition import RepetitionStop
 from ragopt.backends.text_stream import StopFilter, StreamedText
 from ragopt.cache import CacheKey
@@ -91,13 +82,11 @@ class GeneratorConfig(StrictModel):
         description='"prompt_lookup": drafts copied from the prompt and answer (n-gram lookup), verified against the '
                     "model's greedy choice in one batch (greedy decoding only)",
     )
-    draft_tokens: int = knob(3, sweep=[1, 3, 7], ge=1, le=32, description="prompt_lookup: most draft tokens verified per step "
-                             "(3 and 7 fill batches of 4 and 8, the column groups of llama.cpp's repacked CPU kernels)")
+    draft_tokens: int = knob(3, sweep=[1, 3, 7], ge=1, le=32, description="prompt_lookup: most draft tokens verified per step")
     repeat_stop: int = Field(3, ge=0, description="stop when the answer's latest repeat_stop_ngram tokens occurred this often in it (0 = off)")
     repeat_stop_ngram: int = Field(8, ge=2, description="the n-gram length repeat_stop counts")
     kv_type: Literal["f16", "f32", "q8_0"] = "f16"
-    flash_attn: bool = Field(True, description="llama.cpp's flash attention; with it, on one thread, a verification batch "
-                             "gets the logits of its tokens decoded one by one, so prompt lookup keeps greedy answers")
+    flash_attn: bool = Field(True, description="flash attention: on one thread a batch then scores its tokens as one by one")
     kv_budget_bytes: int | None = Field(None, gt=0, description="admission: refuse requests whose KV need exceeds this")
     queue_timeout_s: float | None = Field(None, gt=0, description="give up waiting for the model after this (also bounded by the deadline)")
     max_waiting: int | None = Field(None, ge=0, description="refuse when this many requests already wait for the model")
@@ -128,8 +117,7 @@ class GeneratorConfig(StrictModel):
         return self.n_ctx - self.max_tokens
 
     def engine_key(self, path: Path) -> tuple[Any, ...]:
-        return ("llama", str(path.resolve()), self.n_ctx, self.n_batch, self.n_threads, self.kv_type, self.n_gpu_layers,
-                self.flash_attn)
+        return ("llama", str(path.resolve()), self.n_ctx, self.n_batch, self.n_threads, self.kv_type, self.n_gpu_layers, self.flash_attn)
 
 
 class QueueTimeout(TimeoutError):
