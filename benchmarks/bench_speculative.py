@@ -20,6 +20,8 @@ Reported per arm:
 identical to plain greedy decoding (compared as text, then replayed token by token where they differ). For
 every differing answer: the first differing step, both tokens there, and the top-2 logit gap of the plain
 decode at that step (a small gap is a near tie that the verification batch's different summation flipped).
+`plain_at_max_tokens`: the plain answers that ran to max_tokens, with their text (a loop the repetition stop
+missed, or a long answer?).
 
 Why a speedup can or cannot come here: `verify_batch_cost` times one decode batch of 1, 2, ... draft_tokens + 1
 tokens after a median-length prompt (median of repeated runs), as a ratio to the one-token step. Speculative
@@ -216,6 +218,7 @@ def main() -> int:
         "flash_attn": base.flash_attn, "batch_invariant": batch_invariant(base.flash_attn, args.threads),
         "verify_batch_cost": costs, "speedup_ceiling": speedup_ceiling(costs, arms["prompt_lookup"]),
         "arms": arms, "differing": differing,
+        "plain_at_max_tokens": [{"id": r["id"], "text": r["text"]} for r in rows["off"] if r["finish"] == "length"],
     }
     if args.json:
         print(json.dumps(report))
