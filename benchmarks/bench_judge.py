@@ -1,6 +1,7 @@
 """How well ragopt's judges agree with people: LFQA-Verification answer sentences (../shared/data/lfqa_verification).
 
-    python benchmarks/bench_judge.py [--judges support,llama,http] [--model GGUF] [--limit N] [--threads 1] [--json]
+    python benchmarks/bench_judge.py [--judges support,llama,http] [--model GGUF] [--limit N] [--threads 1]
+                                     [--resume DIR [--port P]] [--json]
 
 Each answer sentence there is labelled by three annotators as supported, partially supported or not
 supported by its passages (the majority label is used; sentences without a majority are left out). Every
@@ -16,7 +17,11 @@ unfaithful when any sentence's majority label is not_supported; the judge says s
 unsupported); the share of unreadable verdicts; seconds and tokens (prompt + output) per verdict; each LLM
 judge's seconds per verdict as a ratio to the support baseline's, measured in this run. Beside them, the
 published balanced accuracies from SOURCE.md (LLM-AggreFact's LFQA part, possibly a processed subset).
-Verdicts are not cached here: every figure is measured.
+Verdicts are not cached unless `--resume DIR` is given: then every verdict is kept in DIR as it comes, and the
+same command run again (after a kill, say) judges only what is missing; seconds and tokens per verdict are then
+those of this run's new verdicts (`cached_verdicts` says how many came from DIR). The http judge's verdicts are
+keyed by its server's URL, so with --resume its llama-server listens on the fixed `--port`. A progress bar per
+judge goes to stderr.
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from ragopt.cache import Cache  # noqa: E402
 from ragopt.judge.judges import JudgeConfig, make_judge  # noqa: E402
 from ragopt.judge.judging import JudgeItem, judge_items  # noqa: E402
 from ragopt.resources import Resources  # noqa: E402
@@ -100,18 +106,21 @@ def run_judge(kind: str, args: argparse.Namespace, rows: list[dict[str, Any]]) -
             from ragopt.gguf_meta import resolve_model
             from ragopt.serve.llama_server import LlamaServer
 
-            server = LlamaServer(resolve_model(args.model), threads=args.threads, ctx_per_slot=2048).start()
+            port = args.port if args.resume else None
+            server = LlamaServer(resolve_model(args.model), threads=args.threads, ctx_per_slot=2048, port=port).start()
             config = JudgeConfig(kind="http", url=server.base_url)
         try:
             judge = make_judge(config, resources)
-            judged, totals = judge_items(items, judge, None, metrics=("faithfulness",), progress=not args.json, desc=kind)
+            cache = Cache(Path(args.resume)) if args.resume else None
+            judged, totals = judge_items(items, judge, cache, metrics=("faithfulness",), progress=True, desc=kind)
         finally:
             if server is not None:
                 server.stop()
     out = score(rows, judged)
-    calls = max(totals.calls, 1)
-    out.update({"judge": judge.name, "seconds": totals.seconds, "seconds_per_verdict": totals.seconds / calls,
-                "tokens_per_verdict": totals.tokens / calls, "judge_failures": totals.failures,
+    per_call = (lambda total: total / totals.calls) if totals.calls else (lambda total: None)  # all cached: not measured
+    out.update({"judge": judge.name, "seconds": totals.seconds, "seconds_per_verdict": per_call(totals.seconds),
+                "cached_verdicts": totals.cached,
+                "tokens_per_verdict": per_call(totals.tokens), "judge_failures": totals.failures,
                 "structured_output": getattr(judge, "structured", None)})
     return out
 
@@ -123,13 +132,17 @@ def main() -> int:
     p.add_argument("--model", default=None, help="GGUF for the llama and http judges (default: SmolLM2-135M)")
     p.add_argument("--limit", type=int, default=None, help="judge only the first N answers (balanced over the answer sets)")
     p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--resume", default=None, metavar="DIR", help="keep verdicts in DIR; a re-run judges only what is missing")
+    p.add_argument("--port", type=int, default=18187, help="with --resume: the http judge's llama-server port (its URL keys its verdicts)")
     p.add_argument("--json", action="store_true")
     args = p.parse_args()
+    if not 1 <= args.port <= 65535:
+        p.error("--port must be 1..65535")
     rows = load(Path(args.data), args.limit)
     results = {kind: run_judge(kind, args, rows) for kind in args.judges.split(",")}
     base = results.get("support", {}).get("seconds_per_verdict")
     for r in results.values():
-        r["seconds_ratio_to_support"] = r["seconds_per_verdict"] / base if base else None
+        r["seconds_ratio_to_support"] = r["seconds_per_verdict"] / base if base and r["seconds_per_verdict"] is not None else None
     report = {"data": args.data, "answers": len(rows), "sentences": sum(len(r["sentences"]) for r in rows),
               "answer_ids": [r["id"] for r in rows] if args.limit else "all", "judges": results,
               "published_balanced_accuracy": PUBLISHED}
