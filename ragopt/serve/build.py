@@ -41,6 +41,7 @@ class ServeOptions:
     max_tokens: int = 128
     speculative: Literal["off", "prompt_lookup"] = "off"
     repeat_stop: int = 3  # GeneratorConfig.repeat_stop (0: off)
+    weights: Literal["file", "q8_0"] = "file"  # GeneratorConfig.weights
     dataset: str | None = None
     docs: DocsOptions | None = None  # your own documents instead of a dataset's corpus
     split: str = "test"
@@ -133,22 +134,24 @@ def _plan_backend(plan: PlanConfig, by_slot: dict[str, list[Any]]) -> tuple[Back
         return Backend("default", stages, "extractive", "plan:" + plan.stage_config("prompt").fingerprint()
                        if "prompt" in plan.stages else "extractive"), None
     from ragopt import capacity
-    from ragopt.gguf_meta import model_fingerprint, model_shape, resolve_model
+    from ragopt.backends.requantize import engine_model
+    from ragopt.gguf_meta import model_fingerprint, model_shape
 
     config = generate.llama_config()
-    path = resolve_model(config.model)
+    path = engine_model(config.model, config.weights)
     kv = capacity.kv_bytes(model_shape(path), capacity.llama_cpp_n_ctx(config.n_ctx), config.kv_type)
     return Backend("default", stages, f"llama:{model_fingerprint(path)}:{config.fingerprint()}", config.prompt.prompt_version), kv
 
 
 def _inprocess(name: str, model: str | None, opts: ServeOptions) -> tuple[Backend, float]:
     from ragopt import capacity
-    from ragopt.gguf_meta import model_fingerprint, model_shape, resolve_model
+    from ragopt.backends.requantize import engine_model
+    from ragopt.gguf_meta import model_fingerprint, model_shape
     from ragopt.stages.generate_llama import GeneratorConfig, LlamaGenerator
 
     config = GeneratorConfig(model=model, n_ctx=opts.n_ctx, max_tokens=opts.max_tokens, n_threads=opts.threads,
-                             speculative=opts.speculative, repeat_stop=opts.repeat_stop)
-    path = resolve_model(config.model)
+                             speculative=opts.speculative, repeat_stop=opts.repeat_stop, weights=opts.weights)
+    path = engine_model(config.model, config.weights)
     gen = LlamaGenerator(config, name="generate")
     stages = [gen.prompt_stage(), gen]  # the generator reads the prompt its own stage fits to its model
     kv = capacity.kv_bytes(model_shape(path), capacity.llama_cpp_n_ctx(opts.n_ctx), config.kv_type)
@@ -166,10 +169,11 @@ def _http(name: str, base_url: str, model_id: str, opts: ServeOptions) -> Backen
 
 def _llama_server(name: str, model: str | None, opts: ServeOptions, stack: ExitStack) -> tuple[Backend, float, Any]:
     from ragopt import capacity
-    from ragopt.gguf_meta import model_fingerprint, model_shape, resolve_model
+    from ragopt.backends.requantize import engine_model
+    from ragopt.gguf_meta import model_fingerprint, model_shape
     from ragopt.serve.llama_server import LlamaServer
 
-    path = resolve_model(model)
+    path = engine_model(model, opts.weights)
     server = LlamaServer(path, parallel=opts.parallel, threads=opts.threads, ctx_per_slot=opts.n_ctx,
                          extra_args=LOOKUP_ARGS if opts.speculative == "prompt_lookup" else ())
     stack.enter_context(server)
