@@ -24,10 +24,12 @@ import platform  # noqa: E402
 import sys  # noqa: E402
 import time  # noqa: E402
 from pathlib import Path  # noqa: E402
+from typing import Any  # noqa: E402
 
 import numpy as np  # noqa: E402
 
 from ragopt.config import BM25Config  # noqa: E402
+from ragopt.data import EvalSet  # noqa: E402
 from ragopt.data.beir import load_beir  # noqa: E402
 from ragopt.errors import InputError  # noqa: E402
 from ragopt.eval.metrics import evaluate_run, mean  # noqa: E402
@@ -37,9 +39,10 @@ from ragopt.types import Chunk  # noqa: E402
 
 DEFAULT_DATASET = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "scifact"
 BACKENDS = ("rank_bm25", "bm25s")
+Hits = list[list[tuple[int, float]]]  # per query: (document position, score) of each hit
 
 
-def main() -> int:
+def parse_args() -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--dataset", type=Path, default=DEFAULT_DATASET, help="a BEIR folder (default: ../shared/data/scifact)")
     ap.add_argument("--split", default="test")
@@ -48,16 +51,68 @@ def main() -> int:
     ap.add_argument("--k1", type=float, default=BM25Config().k1)
     ap.add_argument("--b", type=float, default=BM25Config().b)
     ap.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
-    args = ap.parse_args()
+    return ap.parse_args()
 
+
+def load_evalset(args: argparse.Namespace) -> EvalSet | None:
+    """The BEIR split, or None after saying on stderr why it cannot be read."""
     if not (args.dataset / "corpus.jsonl").exists():
         print(f"bench_bm25_backends: dataset not found: {args.dataset} (expected a BEIR folder with corpus.jsonl; "
               "SciFact lives in ../shared/data/scifact beside the checkout)", file=sys.stderr)
-        return 2
+        return None
     try:
-        evalset = load_beir(args.dataset, split=args.split)
+        return load_beir(args.dataset, split=args.split)
     except InputError as exc:
         print(f"bench_bm25_backends: {exc}", file=sys.stderr)
+        return None
+
+
+def build_indexes(texts: list[str], args: argparse.Namespace) -> tuple[dict[str, BM25Index], dict[str, float]]:
+    """One index per backend over the same texts, and the seconds each build took."""
+    indexes: dict[str, BM25Index] = {}
+    build_s: dict[str, float] = {}
+    for name in BACKENDS:
+        t0 = time.perf_counter()
+        indexes[name] = BM25Index(texts, BM25Config(backend=name, k1=args.k1, b=args.b))  # type: ignore[arg-type]
+        build_s[name] = time.perf_counter() - t0
+    return indexes, build_s
+
+
+def time_queries(indexes: dict[str, BM25Index], queries: list[str], k: int, rounds: int) -> tuple[dict[str, np.ndarray], dict[str, Hits]]:
+    """Per backend: the ms of every (round, query), and the hits of the first round."""
+    for name in BACKENDS:  # warm-up: first calls pay for lazy imports and caches
+        for text in queries[:5]:
+            indexes[name].search(text, k)
+
+    timings = {name: np.zeros((rounds, len(queries))) for name in BACKENDS}
+    results: dict[str, Hits] = {name: [] for name in BACKENDS}
+    for r in range(rounds):
+        order = BACKENDS if r % 2 == 0 else BACKENDS[::-1]
+        for i, text in enumerate(queries):
+            for name in order:
+                t0 = time.perf_counter()
+                found = indexes[name].search(text, k)
+                timings[name][r, i] = (time.perf_counter() - t0) * 1000
+                if r == 0:
+                    results[name].append(found)
+    return timings, results
+
+
+def print_table(out: dict[str, Any], args: argparse.Namespace) -> None:
+    print(f"{out['dataset']}: {out['n_documents']} documents, {out['n_queries']} queries, top-{args.k}, "
+          f"k1={args.k1} b={args.b}, median of {args.rounds} rounds per query, 1 thread")
+    print(f"  {'backend':<10} {'p50 ms':>9} {'p95 ms':>9} {'build s':>8} {'nDCG@10':>8} {'R@100':>7}")
+    for name in BACKENDS:
+        s = out["backends"][name]
+        print(f"  {name:<10} {s['p50_ms']:>9.3f} {s['p95_ms']:>9.3f} {s['build_s']:>8.2f} {s['ndcg@10']:>8.4f} {s['recall@100']:>7.4f}")
+    print(f"  ratio rank_bm25 / bm25s: p50 {out['ratio_p50']:.1f}x, p95 {out['ratio_p95']:.1f}x")
+    print(f"  identical top-10: {out['identical_top10']} of {out['n_queries']} queries")
+
+
+def main() -> int:
+    args = parse_args()
+    evalset = load_evalset(args)
+    if evalset is None:
         return 2
     texts = [Chunk(id=d.id, doc_id=d.id, start=0, end=len(d.text), text=d.text, title=d.title).indexed_text for d in evalset.documents]
     doc_ids = [d.id for d in evalset.documents]
@@ -65,28 +120,8 @@ def main() -> int:
     qids = [q.query.id for q in evalset.queries]
     qrels = {q.query.id: q.relevance for q in evalset.queries}
 
-    indexes: dict[str, BM25Index] = {}
-    build_s: dict[str, float] = {}
-    for name in BACKENDS:
-        t0 = time.perf_counter()
-        indexes[name] = BM25Index(texts, BM25Config(backend=name, k1=args.k1, b=args.b))  # type: ignore[arg-type]
-        build_s[name] = time.perf_counter() - t0
-
-    for name in BACKENDS:  # warm-up: first calls pay for lazy imports and caches
-        for text in queries[:5]:
-            indexes[name].search(text, args.k)
-
-    timings = {name: np.zeros((args.rounds, len(queries))) for name in BACKENDS}
-    results: dict[str, list[list[tuple[int, float]]]] = {name: [] for name in BACKENDS}
-    for r in range(args.rounds):
-        order = BACKENDS if r % 2 == 0 else BACKENDS[::-1]
-        for i, text in enumerate(queries):
-            for name in order:
-                t0 = time.perf_counter()
-                found = indexes[name].search(text, args.k)
-                timings[name][r, i] = (time.perf_counter() - t0) * 1000
-                if r == 0:
-                    results[name].append(found)
+    indexes, build_s = build_indexes(texts, args)
+    timings, results = time_queries(indexes, queries, args.k, args.rounds)
 
     out: dict[str, object] = {
         "dataset": evalset.name, "n_documents": len(texts), "n_queries": len(queries), "k": args.k,
@@ -111,15 +146,8 @@ def main() -> int:
 
     if args.json:
         print(json.dumps(out))
-        return 0
-    print(f"{evalset.name}: {len(texts)} documents, {len(queries)} queries, top-{args.k}, "
-          f"k1={args.k1} b={args.b}, median of {args.rounds} rounds per query, 1 thread")
-    print(f"  {'backend':<10} {'p50 ms':>9} {'p95 ms':>9} {'build s':>8} {'nDCG@10':>8} {'R@100':>7}")
-    for name in BACKENDS:
-        s = b[name]  # type: ignore[index]
-        print(f"  {name:<10} {s['p50_ms']:>9.3f} {s['p95_ms']:>9.3f} {s['build_s']:>8.2f} {s['ndcg@10']:>8.4f} {s['recall@100']:>7.4f}")
-    print(f"  ratio rank_bm25 / bm25s: p50 {out['ratio_p50']:.1f}x, p95 {out['ratio_p95']:.1f}x")
-    print(f"  identical top-10: {same} of {len(queries)} queries")
+    else:
+        print_table(out, args)
     return 0
 
 
