@@ -21,9 +21,11 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any, Callable, TypeVar
 
 import numpy as np
 
+from ragopt.backends.embeddings import Embedder
 from ragopt.cache import Cache
 from ragopt.config import ChunkerConfig, EmbedderConfig
 from ragopt.data.beir import load_beir
@@ -32,9 +34,10 @@ from ragopt.resources import Resources
 from ragopt.types import Chunk
 
 DEFAULT_DATASET = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "scifact"
+T = TypeVar("T")
 
 
-def main() -> int:
+def parse_args() -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--dataset", type=Path, default=DEFAULT_DATASET, help="a BEIR folder (default: ../shared/data/scifact)")
     ap.add_argument("--docs", type=int, default=1000, help="how many documents (default 1000; 0 = all 5183)")
@@ -42,7 +45,47 @@ def main() -> int:
     ap.add_argument("--batch-size", type=int, default=EmbedderConfig().batch_size)
     ap.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto")
     ap.add_argument("--json", action="store_true", help="print one JSON object")
-    args = ap.parse_args()
+    return ap.parse_args()
+
+
+def timed(work: Callable[[], T]) -> tuple[T, float, float]:
+    """work()'s result, its wall-clock seconds and this process's CPU seconds."""
+    t0, c0 = time.perf_counter(), time.process_time()
+    result = work()
+    return result, time.perf_counter() - t0, time.process_time() - c0
+
+
+def cache_cost(embedder: Embedder, texts: list[str], raw: np.ndarray, folder: Path) -> tuple[float, float, float]:
+    """Seconds to build the cache keys of all texts, to look them all up (one get_many) and to store all vectors
+    (one set_many), in a fresh cache at `folder`."""
+    cache = Cache(folder)
+    owners = [(None, ())] * len(texts)
+    t0 = time.perf_counter()
+    keys = [embedder._key(t, o) for t, o in zip(texts, owners)]
+    keys_s = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    cache.get_many(keys)
+    get_s = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    cache.set_many((k, raw[i].tobytes()) for i, k in enumerate(keys))
+    set_s = time.perf_counter() - t0
+    cache.close()
+    return keys_s, get_s, set_s
+
+
+def print_table(out: dict[str, Any]) -> None:
+    n, raw_s, ragopt_s = out["n_texts"], out["raw_s"], out["ragopt_s"]
+    print(f"SciFact, {n} texts, {out['threads']} thread(s), batch {out['batch_size']}, device {out['device']}")
+    print(f"  raw sentence-transformers encode  {raw_s:8.1f} s  {out['raw_texts_per_s']:8.1f} texts/s")
+    print(f"  ragopt build_index                {ragopt_s:8.1f} s  {out['ragopt_texts_per_s']:8.1f} texts/s")
+    print(f"  ratio (ragopt / raw)              {out['ratio']:8.3f}   (in CPU time: {out['ratio_cpu_time']:.3f})")
+    c = out["cache_us_per_text"]
+    print(f"  cache per text: keys {c['keys']:.0f} us, get_many {c['get_many']:.0f} us, set_many {c['set_many']:.0f} us "
+          f"({out['cache_share_of_raw_encode']:.1%} of the raw encode time)")
+
+
+def main() -> int:
+    args = parse_args()
     if not (args.dataset / "corpus.jsonl").exists():
         print(f"bench_indexing: dataset not found: {args.dataset} (a BEIR folder with corpus.jsonl)", file=sys.stderr)
         return 2
@@ -66,32 +109,18 @@ def main() -> int:
         model.encode(texts[:8], batch_size=args.batch_size)
         print(f"[bench_indexing] {len(texts)} texts, {args.threads} thread(s), batch {args.batch_size}, device {embedder.device}", file=sys.stderr)
 
-        t0, c0 = time.perf_counter(), time.process_time()
-        raw = model.encode(texts, batch_size=args.batch_size, normalize_embeddings=True, convert_to_numpy=True, show_progress_bar=False)
-        raw_s, raw_cpu = time.perf_counter() - t0, time.process_time() - c0
+        raw, raw_s, raw_cpu = timed(lambda: model.encode(
+            texts, batch_size=args.batch_size, normalize_embeddings=True, convert_to_numpy=True, show_progress_bar=False))
         print(f"[bench_indexing] raw encode: {raw_s:.1f} s", file=sys.stderr)
 
-        t0, c0 = time.perf_counter(), time.process_time()
-        report = build_index(docs, ChunkerConfig(mode="whole"), embedder, ws, progress=False)
-        ragopt_s, ragopt_cpu = time.perf_counter() - t0, time.process_time() - c0
+        report, ragopt_s, ragopt_cpu = timed(lambda: build_index(docs, ChunkerConfig(mode="whole"), embedder, ws, progress=False))
         print(f"[bench_indexing] ragopt build_index: {ragopt_s:.1f} s", file=sys.stderr)
         assert report.embedded == len(texts), "the fresh workspace should have embedded every text"
         vectors = np.asarray(np.load(report.index.path / "vectors" / "vectors.npy"))
         positions = np.load(report.index.path / "vectors" / "positions.npy")
         same = float(np.min(np.sum(vectors * raw[positions], axis=1)))  # cosine of each stored vector with raw's
 
-        cache = Cache(Path(tmp) / "cache-probe")
-        owners = [(None, ())] * len(texts)
-        t0 = time.perf_counter()
-        keys = [embedder._key(t, o) for t, o in zip(texts, owners)]
-        keys_s = time.perf_counter() - t0
-        t0 = time.perf_counter()
-        cache.get_many(keys)
-        get_s = time.perf_counter() - t0
-        t0 = time.perf_counter()
-        cache.set_many((k, raw[i].tobytes()) for i, k in enumerate(keys))
-        set_s = time.perf_counter() - t0
-        cache.close()
+        keys_s, get_s, set_s = cache_cost(embedder, texts, raw, Path(tmp) / "cache-probe")
         embedder.cache.close()
     resources.close()
 
@@ -108,14 +137,8 @@ def main() -> int:
     }  # fmt: skip
     if args.json:
         print(json.dumps(out))
-        return 0
-    print(f"SciFact, {n} texts, {args.threads} thread(s), batch {args.batch_size}, device {out['device']}")
-    print(f"  raw sentence-transformers encode  {raw_s:8.1f} s  {out['raw_texts_per_s']:8.1f} texts/s")
-    print(f"  ragopt build_index                {ragopt_s:8.1f} s  {out['ragopt_texts_per_s']:8.1f} texts/s")
-    print(f"  ratio (ragopt / raw)              {out['ratio']:8.3f}   (in CPU time: {out['ratio_cpu_time']:.3f})")
-    c = out["cache_us_per_text"]
-    print(f"  cache per text: keys {c['keys']:.0f} us, get_many {c['get_many']:.0f} us, set_many {c['set_many']:.0f} us "  # type: ignore[index]
-          f"({out['cache_share_of_raw_encode']:.1%} of the raw encode time)")
+    else:
+        print_table(out)
     return 0
 
 
