@@ -53,6 +53,7 @@ from ragopt.workspace import workspace_dir  # noqa: E402
 DEFAULT_DATASET = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "scifact"
 TENANTS = ("north", "south")
 NOISE_SIGMA = 0.03
+ENGINES = ("numpy-exact", "qdrant-edge", "qdrant-edge-exact", "qdrant-client-local")
 Search = Callable[[np.ndarray, int, Query], list[tuple[int, float]]]
 
 
@@ -118,27 +119,66 @@ def edge_engine(folder: Path, vectors: np.ndarray, owners: list[str | None], exa
     return search, build_s
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--dataset", type=Path, default=DEFAULT_DATASET, help="a BEIR folder (default: ../shared/data/scifact)")
-    ap.add_argument("--sizes", default="20000,100000", help="comma-separated row counts")
-    ap.add_argument("--queries", type=int, default=300, help="filtered queries per engine and size")
-    ap.add_argument("--local-queries", type=int, default=30, help="queries for qdrant-client local mode (slow)")
-    ap.add_argument("--engines", default="numpy-exact,qdrant-edge,qdrant-edge-exact,qdrant-client-local")
-    ap.add_argument("--workspace", default=None, help="where the SciFact embeddings are cached (default: RAGOPT_HOME or ./.ragopt)")
-    ap.add_argument("--json", action="store_true", help="print one JSON object")
-    args = ap.parse_args()
-    try:
-        sizes = [int(s) for s in args.sizes.split(",")]
-        assert sizes and all(s > 0 for s in sizes)
-    except (ValueError, AssertionError):
-        print(f"bench_vector: --sizes must be positive integers separated by commas, not {args.sizes!r}", file=sys.stderr)
-        return 2
-    if not (args.dataset / "corpus.jsonl").exists():
-        print(f"bench_vector: dataset not found: {args.dataset} (a BEIR folder with corpus.jsonl)", file=sys.stderr)
-        return 2
-    engines = args.engines.split(",")
+def row_chunks(owners: list[str | None]) -> list[Chunk]:
+    """One empty chunk per row, carrying only the row's tenant: what ragopt's stores filter on."""
+    return [Chunk(id=str(i), doc_id=str(i), start=0, end=0, text="", tenant=o) for i, o in enumerate(owners)]
 
+
+def make_engine(engine: str, n: int, vectors: np.ndarray, owners: list[str | None], scratch: Path,
+                resources: Resources) -> tuple[Search, float] | None:
+    """The engine's search over `vectors` (row i owned by owners[i]) and its build seconds; None when
+    qdrant-edge-py is not installed."""
+    t0 = time.perf_counter()
+    if engine == "numpy-exact":
+        store = ExactStore(scratch / f"exact-{n}")
+        store.create(vectors.shape[1])
+        store.upsert(row_chunks(owners), vectors)
+        return store.search, time.perf_counter() - t0
+    if engine == "qdrant-client-local":
+        local = QdrantStore("bench", StoreConfig(url=":memory:"), resources)
+        local.create(vectors.shape[1])
+        local.upsert(row_chunks(owners), vectors, batch=2000)
+        return local.search, time.perf_counter() - t0
+    return edge_engine(scratch / f"{engine}-{n}", vectors, owners, exact=engine.endswith("exact"))
+
+
+def measure_size(n: int, real: np.ndarray, queries: np.ndarray, asked: list[Query], rng: np.random.Generator,
+                 scratch: Path, args: argparse.Namespace) -> dict[str, Any] | None:
+    """Every engine of --engines over n rows grown from `real`; None (said on stderr) for an unknown engine."""
+    vectors = grow(real, n, rng)
+    owners = assign_owners(n, rng)
+    owner_arr = np.array([o or "*" for o in owners])
+    n_q = len(queries)
+    log(f"{n} rows: brute-force reference for {n_q} queries ...")
+    reference = [reference_top10(vectors, owner_arr, queries[i], asked[i].tenant or "") for i in range(n_q)]
+    results: dict[str, Any] = {}
+    for engine in args.engines.split(","):
+        if engine not in ENGINES:
+            print(f"bench_vector: unknown engine {engine!r}", file=sys.stderr)
+            return None
+        with Resources() as resources:  # closes qdrant-client's in-memory store before the next engine
+            made = make_engine(engine, n, vectors, owners, scratch, resources)
+            if made is None:
+                results[engine] = {"skipped": "qdrant-edge-py is not installed (pip install qdrant-edge-py)"}
+                continue
+            search, build_s = made
+            count = min(n_q, args.local_queries) if engine == "qdrant-client-local" else n_q  # local mode is slow
+            log(f"{n} rows: {engine} built in {build_s:.1f} s; {count} filtered queries ...")
+            ms, found = time_engine(search, queries, asked, count)
+        recall = float(np.mean([len(set(f) & set(r)) / max(len(r), 1) for f, r in zip(found, reference)]))
+        lat = percentiles(ms)
+        results[engine] = {"p50_ms": lat["p50"], "p95_ms": lat["p95"], "recall_at_10": recall, "queries": count, "build_s": build_s}
+    base = results.get("qdrant-client-local", {}).get("p50_ms")
+    if base:
+        for engine, r in results.items():
+            if "p50_ms" in r:
+                r["speedup_p50_vs_qdrant_client_local"] = base / r["p50_ms"]
+    return results
+
+
+def embed_scifact(args: argparse.Namespace) -> tuple[str, np.ndarray, np.ndarray, list[Query]]:
+    """The dataset's name, its passage vectors in chunk order, --queries query vectors (the test claims, repeated
+    as needed) and the Query each is asked as (alternating tenants)."""
     evalset = load_beir(args.dataset)
     ws = workspace_dir(args.workspace)
     embedder = make_embedder(ws, EmbedderConfig(threads=1))
@@ -150,64 +190,22 @@ def main() -> int:
     reps = -(-args.queries // len(query_texts))
     queries = np.tile(embedder.encode(query_texts).vectors, (reps, 1))[: args.queries]
     asked = [Query(text="", tenant=TENANTS[i % 2]) for i in range(len(queries))]
+    return evalset.name, real, queries, asked
 
-    rng = np.random.default_rng(0)
-    out: dict[str, Any] = {
-        "default": DEFAULT_ENGINE, "dataset": evalset.name, "n_real": len(real), "noise_sigma": NOISE_SIGMA,
-        "rows": "the real passage vectors, then noisy copies of them up to each size",
-        "tenants": {"north": 0.45, "south": 0.45, "shared": 0.10}, "k": 10, "threads": 1, "sizes": {},
-    }  # fmt: skip
-    scratch = Path(tempfile.mkdtemp(prefix="bench-vector-"))
-    try:
-        for n in sizes:
-            vectors = grow(real, n, rng)
-            owners = assign_owners(n, rng)
-            owner_arr = np.array([o or "*" for o in owners])
-            n_q = len(queries)
-            log(f"{n} rows: brute-force reference for {n_q} queries ...")
-            reference = [reference_top10(vectors, owner_arr, queries[i], asked[i].tenant or "") for i in range(n_q)]
-            results: dict[str, Any] = {}
-            for engine in engines:
-                t0 = time.perf_counter()
-                resources = Resources()
-                if engine == "numpy-exact":
-                    store = ExactStore(scratch / f"exact-{n}")
-                    store.create(vectors.shape[1])
-                    store.upsert([Chunk(id=str(i), doc_id=str(i), start=0, end=0, text="", tenant=o) for i, o in enumerate(owners)], vectors)
-                    search, build_s, count = store.search, time.perf_counter() - t0, n_q
-                elif engine == "qdrant-client-local":
-                    local = QdrantStore("bench", StoreConfig(url=":memory:"), resources)
-                    local.create(vectors.shape[1])
-                    local.upsert([Chunk(id=str(i), doc_id=str(i), start=0, end=0, text="", tenant=o) for i, o in enumerate(owners)], vectors, batch=2000)
-                    search, build_s, count = local.search, time.perf_counter() - t0, min(n_q, args.local_queries)
-                elif engine in ("qdrant-edge", "qdrant-edge-exact"):
-                    made = edge_engine(scratch / f"{engine}-{n}", vectors, owners, exact=engine.endswith("exact"))
-                    if made is None:
-                        results[engine] = {"skipped": "qdrant-edge-py is not installed (pip install qdrant-edge-py)"}
-                        continue
-                    search, build_s = made
-                    count = n_q
-                else:
-                    print(f"bench_vector: unknown engine {engine!r}", file=sys.stderr)
-                    return 2
-                log(f"{n} rows: {engine} built in {build_s:.1f} s; {count} filtered queries ...")
-                ms, found = time_engine(search, queries, asked, count)
-                recall = float(np.mean([len(set(f) & set(r)) / max(len(r), 1) for f, r in zip(found, reference)]))
-                lat = percentiles(ms)
-                results[engine] = {"p50_ms": lat["p50"], "p95_ms": lat["p95"], "recall_at_10": recall, "queries": count, "build_s": build_s}
-                resources.close()
-            base = results.get("qdrant-client-local", {}).get("p50_ms")
-            if base:
-                for engine, r in results.items():
-                    if "p50_ms" in r:
-                        r["speedup_p50_vs_qdrant_client_local"] = base / r["p50_ms"]
-            out["sizes"][str(n)] = results
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
 
-    if args.json:
-        print(json.dumps(out))
-        return 0
+def parse_args() -> argparse.Namespace:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--dataset", type=Path, default=DEFAULT_DATASET, help="a BEIR folder (default: ../shared/data/scifact)")
+    ap.add_argument("--sizes", default="20000,100000", help="comma-separated row counts")
+    ap.add_argument("--queries", type=int, default=300, help="filtered queries per engine and size")
+    ap.add_argument("--local-queries", type=int, default=30, help="queries for qdrant-client local mode (slow)")
+    ap.add_argument("--engines", default=",".join(ENGINES))
+    ap.add_argument("--workspace", default=None, help="where the SciFact embeddings are cached (default: RAGOPT_HOME or ./.ragopt)")
+    ap.add_argument("--json", action="store_true", help="print one JSON object")
+    return ap.parse_args()
+
+
+def print_table(out: dict[str, Any]) -> None:
     print(f"{out['dataset']}: {out['n_real']} real passage vectors, grown with noisy copies; filtered by tenant, top-10, 1 thread")
     print(f"  {'rows':>7} {'engine':<20} {'p50 ms':>8} {'p95 ms':>8} {'recall@10':>9} {'queries':>7} {'build s':>8}")
     for n, results in out["sizes"].items():
@@ -217,6 +215,41 @@ def main() -> int:
             else:
                 print(f"  {n:>7} {engine:<20} {r['p50_ms']:>8.2f} {r['p95_ms']:>8.2f} {r['recall_at_10']:>9.3f} {r['queries']:>7} {r['build_s']:>8.1f}")
     print(f"default embedded engine: {out['default']}")
+
+
+def main() -> int:
+    args = parse_args()
+    try:
+        sizes = [int(s) for s in args.sizes.split(",")]
+        assert sizes and all(s > 0 for s in sizes)
+    except (ValueError, AssertionError):
+        print(f"bench_vector: --sizes must be positive integers separated by commas, not {args.sizes!r}", file=sys.stderr)
+        return 2
+    if not (args.dataset / "corpus.jsonl").exists():
+        print(f"bench_vector: dataset not found: {args.dataset} (a BEIR folder with corpus.jsonl)", file=sys.stderr)
+        return 2
+
+    dataset, real, queries, asked = embed_scifact(args)
+    rng = np.random.default_rng(0)
+    out: dict[str, Any] = {
+        "default": DEFAULT_ENGINE, "dataset": dataset, "n_real": len(real), "noise_sigma": NOISE_SIGMA,
+        "rows": "the real passage vectors, then noisy copies of them up to each size",
+        "tenants": {"north": 0.45, "south": 0.45, "shared": 0.10}, "k": 10, "threads": 1, "sizes": {},
+    }  # fmt: skip
+    scratch = Path(tempfile.mkdtemp(prefix="bench-vector-"))
+    try:
+        for n in sizes:
+            results = measure_size(n, real, queries, asked, rng, scratch, args)
+            if results is None:
+                return 2
+            out["sizes"][str(n)] = results
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+    if args.json:
+        print(json.dumps(out))
+    else:
+        print_table(out)
     return 0
 
 
