@@ -173,7 +173,7 @@ def figure(runs: list[dict[str, Any]]) -> dict[str, Any] | None:
     return {k: statistics.median(r[k] for r in good) for k in ("tokens_per_s", "ttft_p50_ms", "ttft_p95_ms", "wall_s")} | {"runs": len(good)}
 
 
-def main() -> int:
+def parse_args() -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--model", default=None)
     ap.add_argument("--clients", type=int, nargs="+", default=[8, 16])
@@ -182,38 +182,35 @@ def main() -> int:
     ap.add_argument("--threads", type=int, default=1, help="llama.cpp threads for every engine (keep <= free cores)")
     ap.add_argument("--repeats", type=int, default=2)
     ap.add_argument("--json", action="store_true")
-    args = ap.parse_args()
+    return ap.parse_args()
 
-    from ragopt.gguf_meta import resolve_model
-    from ragopt.serve.build import ServeOptions, _http, _inprocess
-    from ragopt.serve.llama_server import LlamaServer, find_binary
-    from ragopt.serve.service import ServeSettings
 
-    if find_binary() is None:
-        print("bench_concurrency: llama-server not found: run scripts/build_llama_server.sh first", file=sys.stderr)
-        return 2
-    model = resolve_model(args.model)
-    opts = ServeOptions(settings=ServeSettings(), model=str(model), n_ctx=1024, max_tokens=args.max_tokens, threads=args.threads)
-    log = sys.stderr
-    scenarios: list[dict[str, Any]] = []
+def measure(engine: str, parallel: int | None, stages: list[Any], cpu_pid: int | None, args: argparse.Namespace) -> list[dict[str, Any]]:
+    """One engine's scenarios: --repeats runs at each --clients count, flagged, with their figure."""
+    # warm-up: model loaded, template compiled, and every server slot holding the shared prefix, as the
+    # in-process engine holds it from its previous request
+    run_clients(stages, parallel or 1, cpu_pid)
+    scenarios = []
+    for clients in args.clients:
+        runs = []
+        for rep in range(args.repeats):
+            r = run_clients(stages, clients, cpu_pid)
+            runs.append(r)
+            print(f"{engine:<22} clients {clients:>2} rep {rep + 1}: {r['tokens_per_s']:6.1f} tok/s  TTFT p50 "
+                  f"{r['ttft_p50_ms'] or 0:7.0f} ms p95 {r['ttft_p95_ms'] or 0:7.0f} ms  wall {r['wall_s']:5.1f} s  "
+                  f"load {r['load_avg_1m']:.2f}", file=sys.stderr, flush=True)
+        flag(runs)
+        scenarios.append({"engine": engine, "parallel": parallel, "clients": clients, "runs": runs, "figure": figure(runs)})
+    return scenarios
 
-    def measure(engine: str, parallel: int | None, stages: list[Any], cpu_pid: int | None) -> None:
-        # warm-up: model loaded, template compiled, and every server slot holding the shared prefix, as the
-        # in-process engine holds it from its previous request
-        run_clients(stages, parallel or 1, cpu_pid)
-        for clients in args.clients:
-            runs = []
-            for rep in range(args.repeats):
-                r = run_clients(stages, clients, cpu_pid)
-                runs.append(r)
-                print(f"{engine:<22} clients {clients:>2} rep {rep + 1}: {r['tokens_per_s']:6.1f} tok/s  TTFT p50 "
-                      f"{r['ttft_p50_ms'] or 0:7.0f} ms p95 {r['ttft_p95_ms'] or 0:7.0f} ms  wall {r['wall_s']:5.1f} s  "
-                      f"load {r['load_avg_1m']:.2f}", file=log, flush=True)
-            flag(runs)
-            scenarios.append({"engine": engine, "parallel": parallel, "clients": clients, "runs": runs, "figure": figure(runs)})
+
+def measure_engines(model: Path, opts: Any, args: argparse.Namespace) -> list[dict[str, Any]]:
+    """The in-process engine's scenarios, then llama-server's at each --parallel: one llama.cpp engine at a time."""
+    from ragopt.serve.build import _http, _inprocess
+    from ragopt.serve.llama_server import LlamaServer
 
     backend, _ = _inprocess("default", str(model), opts)
-    measure("inprocess (serialized)", None, list(backend.stages), None)
+    scenarios = measure("inprocess (serialized)", None, list(backend.stages), None, args)
     for stage in backend.stages:  # release the in-process model before another llama.cpp engine starts
         getattr(stage, "close", lambda: None)()
     del backend
@@ -221,28 +218,29 @@ def main() -> int:
         with LlamaServer(model, parallel=parallel, threads=args.threads, ctx_per_slot=opts.n_ctx) as server:
             _OWN_CHILDREN.add(server.process.pid)  # type: ignore[union-attr]
             http = _http("default", server.base_url, "bench", opts)
-            measure(f"llama-server --parallel {parallel}", parallel, list(http.stages), server.process.pid)  # type: ignore[union-attr]
+            scenarios += measure(f"llama-server --parallel {parallel}", parallel, list(http.stages), server.process.pid, args)  # type: ignore[union-attr]
+    return scenarios
+
+
+def ratios_to_inprocess(scenarios: list[dict[str, Any]], clients_counts: list[int], parallels: list[int]) -> dict[str, dict[str, float]]:
+    """Per llama-server --parallel and client count: its p95 TTFT and throughput over the in-process engine's
+    (left out where either has no figure)."""
 
     def fig(engine_parallel: int | None, clients: int) -> dict[str, Any] | None:
         return next((s["figure"] for s in scenarios if s["parallel"] == engine_parallel and s["clients"] == clients), None)
 
     ratios = {}
-    for clients in args.clients:
+    for clients in clients_counts:
         base = fig(None, clients)
-        for parallel in args.parallel:
+        for parallel in parallels:
             b = fig(parallel, clients)
             if base and b:
                 ratios[f"parallel{parallel}_clients{clients}"] = {
                     "ttft_p95_ratio": b["ttft_p95_ms"] / base["ttft_p95_ms"], "throughput_ratio": b["tokens_per_s"] / base["tokens_per_s"]}
-    head = ratios.get(f"parallel{args.parallel[0]}_clients{args.clients[0]}", {})
-    out = {"model": model.name, "max_tokens": args.max_tokens, "threads": args.threads, "cores": os.cpu_count(),
-           "ttft_p95_ratio": head.get("ttft_p95_ratio"), "throughput_ratio": head.get("throughput_ratio"),
-           "headline": f"llama-server --parallel {args.parallel[0]} vs in-process, {args.clients[0]} clients",
-           "ratios": ratios, "scenarios": scenarios,
-           "pathological_runs": sum(r["pathological"] for s in scenarios for r in s["runs"])}
-    if args.json:
-        print(json.dumps(out))
-        return 0
+    return ratios
+
+
+def print_table(scenarios: list[dict[str, Any]], ratios: dict[str, dict[str, float]]) -> None:
     print(f"\n{'scenario':<24}{'clients':>8}{'tok/s':>9}{'TTFT p50':>10}{'TTFT p95':>10}  vs in-process (p95 TTFT, tok/s)")
     for s in scenarios:
         f = s["figure"]
@@ -254,6 +252,33 @@ def main() -> int:
         for run in s["runs"]:
             if run["pathological"]:
                 print(f"    pathological run left out: {'; '.join(run['reasons'])}")
+
+
+def main() -> int:
+    args = parse_args()
+
+    from ragopt.gguf_meta import resolve_model
+    from ragopt.serve.build import ServeOptions
+    from ragopt.serve.llama_server import find_binary
+    from ragopt.serve.service import ServeSettings
+
+    if find_binary() is None:
+        print("bench_concurrency: llama-server not found: run scripts/build_llama_server.sh first", file=sys.stderr)
+        return 2
+    model = resolve_model(args.model)
+    opts = ServeOptions(settings=ServeSettings(), model=str(model), n_ctx=1024, max_tokens=args.max_tokens, threads=args.threads)
+    scenarios = measure_engines(model, opts, args)
+    ratios = ratios_to_inprocess(scenarios, args.clients, args.parallel)
+    head = ratios.get(f"parallel{args.parallel[0]}_clients{args.clients[0]}", {})
+    out = {"model": model.name, "max_tokens": args.max_tokens, "threads": args.threads, "cores": os.cpu_count(),
+           "ttft_p95_ratio": head.get("ttft_p95_ratio"), "throughput_ratio": head.get("throughput_ratio"),
+           "headline": f"llama-server --parallel {args.parallel[0]} vs in-process, {args.clients[0]} clients",
+           "ratios": ratios, "scenarios": scenarios,
+           "pathological_runs": sum(r["pathological"] for s in scenarios for r in s["runs"])}
+    if args.json:
+        print(json.dumps(out))
+    else:
+        print_table(scenarios, ratios)
     return 0
 
 
