@@ -20,11 +20,12 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from ragopt.config import ChunkerConfig, EmbedderConfig, RetrievalConfig  # noqa: E402
-from ragopt.data import EvalQuery, load_evalset  # noqa: E402
+from ragopt.data import EvalQuery, EvalSet, load_evalset  # noqa: E402
 from ragopt.errors import InputError  # noqa: E402
 from ragopt.eval.metrics import doc_ranking, mean, recall_at_k  # noqa: E402
 from ragopt.eval.runner import chunk_depth  # noqa: E402
@@ -75,7 +76,7 @@ def run_mode(mode: str, args: argparse.Namespace, retrieval: list, queries: list
     }
 
 
-def main() -> int:
+def parse_args() -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--dataset", type=Path, default=ROOT / "evalsets" / "hospital")
     ap.add_argument("--followups", type=Path, default=ROOT / "evalsets" / "hospital" / "followups.jsonl",
@@ -85,39 +86,35 @@ def main() -> int:
     ap.add_argument("--threads", type=int, default=1, help="llama.cpp threads (default 1)")
     ap.add_argument("--glossary", default=None, help="an abbreviation glossary for the rewrite")
     ap.add_argument("--json", action="store_true", help="print one JSON object")
-    args = ap.parse_args()
+    return ap.parse_args()
 
+
+def load_questions(args: argparse.Namespace) -> tuple[EvalSet, list[tuple[str, EvalQuery]]] | None:
+    """The shipped set and every question with its group; None (said on stderr) when an input is unusable or
+    there is no follow-up question at all."""
     try:
         evalset = load_evalset(args.dataset)
         added = load_evalset(args.followups).queries if str(args.followups) not in ("", ".") else []
         QueryRewrite(RewriteConfig(mode="llm", glossary=args.glossary, llm=GeneratorConfig(model=args.model)))  # inputs, early
     except InputError as exc:
         print(f"bench_rewrite: {exc}", file=sys.stderr)
-        return 2
+        return None
     queries = [("follow_up" if q.query.history else "other", q) for q in evalset.queries] + [("added_follow_up", q) for q in added]
-    counts = {g: sum(group == g for group, _ in queries) for g in GROUPS}
-    if counts["follow_up"] + counts["added_follow_up"] == 0:
+    if all(group == "other" for group, _ in queries):
         print(f"bench_rewrite: {args.dataset} has no questions with a conversation history", file=sys.stderr)
-        return 2
-    ws = workspace_dir(args.workspace)
-    embedder = make_embedder(ws, EmbedderConfig(threads=1))
-    index = build_index(evalset.documents, ChunkerConfig(mode="tokens", size=64, overlap=16), embedder, ws,
-                        progress=not args.json).index
-    depth = chunk_depth(index, K)
-    retrieval = retrieval_stages(index, embedder, RetrievalConfig(retriever="hybrid", top_k=depth))
+        return None
+    return evalset, queries
 
-    results = {}
-    for mode in MODES:
-        results[mode] = run_mode(mode, args, retrieval, queries)
-        if not args.json:
-            print(f"  {mode}: done", file=sys.stderr)
+
+def summarize(results: dict[str, dict], args: argparse.Namespace, counts: dict[str, int], depth: int) -> dict[str, Any]:
+    """Each mode's figures with their ratios to mode off, and every follow-up's rewrite in each mode."""
     base = results["off"]
 
     def ratio(mode: str, key: str) -> float | None:
         b, v = base[key], results[mode][key]
         return None if not b or v is None else v / b
 
-    summary = {
+    return {
         "dataset": str(args.dataset),
         "followups": str(args.followups),
         "retrieval": f"hybrid rrf, 64/16 chunks, depth {depth} chunks",
@@ -131,9 +128,10 @@ def main() -> int:
             for i, row in enumerate(base["rows"]) if row["group"] != "other"
         },
     }
-    if args.json:
-        print(json.dumps(summary))
-        return 0
+
+
+def print_table(summary: dict[str, Any]) -> None:
+    counts = summary["questions"]
     n_follow = counts["follow_up"] + counts["added_follow_up"]
     print(f"{summary['dataset']}: {counts['follow_up']} follow-ups, {counts['other']} other questions; "
           f"{summary['followups']}: {counts['added_follow_up']} follow-ups; {summary['retrieval']}")
@@ -150,6 +148,32 @@ def main() -> int:
         print(f"  {qid}")
         for mode in MODES[1:]:
             print(f"    {mode:<5} {texts[mode]}")
+
+
+def main() -> int:
+    args = parse_args()
+    loaded = load_questions(args)
+    if loaded is None:
+        return 2
+    evalset, queries = loaded
+    counts = {g: sum(group == g for group, _ in queries) for g in GROUPS}
+    ws = workspace_dir(args.workspace)
+    embedder = make_embedder(ws, EmbedderConfig(threads=1))
+    index = build_index(evalset.documents, ChunkerConfig(mode="tokens", size=64, overlap=16), embedder, ws,
+                        progress=not args.json).index
+    depth = chunk_depth(index, K)
+    retrieval = retrieval_stages(index, embedder, RetrievalConfig(retriever="hybrid", top_k=depth))
+
+    results = {}
+    for mode in MODES:
+        results[mode] = run_mode(mode, args, retrieval, queries)
+        if not args.json:
+            print(f"  {mode}: done", file=sys.stderr)
+    summary = summarize(results, args, counts, depth)
+    if args.json:
+        print(json.dumps(summary))
+    else:
+        print_table(summary)
     return 0
 
 
