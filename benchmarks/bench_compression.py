@@ -78,14 +78,39 @@ def drop_lowest_ranked(hits: list[Any], budget: int, count: Any) -> list[Any]:
     return out
 
 
+def retrieved_gold(queries: list[Any], contexts: list[list[Any]]) -> list[dict[str, list[tuple[int, int]]]]:
+    """Per query: each retrieved gold document's gold spans (a gold document left out of the context cannot count)."""
+    gold: list[dict[str, list[tuple[int, int]]]] = []
+    for q, hits in zip(queries, contexts):
+        retrieved = {h.chunk.doc_id for h in hits}
+        spans: dict[str, list[tuple[int, int]]] = {}
+        for e in q.evidence:
+            if e.doc_id in retrieved:
+                spans.setdefault(e.doc_id, []).append((e.start, e.end))
+        gold.append(spans)
+    return gold
+
+
+def compress_contexts(stage: Any, queries: list[Any], contexts: list[list[Any]], desc: str) -> tuple[list[list[Any]], int]:
+    """Every query's context through the compress stage: the compressed contexts and the tokens they kept in all."""
+    from tqdm import tqdm
+
+    from ragopt.pipeline import RequestState
+
+    out, after = [], 0
+    for q, hits in tqdm(list(zip(queries, contexts)), desc=desc, leave=False, file=sys.stderr):
+        state = stage.run(RequestState(query=q.query, hits=list(hits)))
+        out.append(state.hits)
+        after += state.usage.attrs["tokens_after"]
+    return out, after
+
+
 def measure(name: str, evalset: Any, retrieval: Any, variants: dict[str, dict[str, Any]], counter: Any, workspace: str,
             say: Any) -> dict[str, Any]:
     """Retrieve the top-10 context of every query with gold spans, compress it each way, score what was kept."""
-    from tqdm import tqdm
-
     from ragopt.config import ChunkerConfig, needs_vectors
     from ragopt.index import build_index, make_embedder
-    from ragopt.pipeline import Pipeline, RequestState
+    from ragopt.pipeline import Pipeline
     from ragopt.plan import retrieval_stages
     from ragopt.stages.compress import CompressConfig, CompressPassages
 
@@ -98,14 +123,7 @@ def measure(name: str, evalset: Any, retrieval: Any, variants: dict[str, dict[st
     pipeline = Pipeline(retrieval_stages(index, embedder, retrieval))
     contexts = [r.hits for r in pipeline.run_many([q.query for q in queries], progress=True)]
 
-    gold: list[dict[str, list[tuple[int, int]]]] = []  # per query: retrieved gold doc -> gold spans
-    for q, hits in zip(queries, contexts):
-        retrieved = {h.chunk.doc_id for h in hits}
-        spans: dict[str, list[tuple[int, int]]] = {}
-        for e in q.evidence:
-            if e.doc_id in retrieved:
-                spans.setdefault(e.doc_id, []).append((e.start, e.end))
-        gold.append(spans)
+    gold = retrieved_gold(queries, contexts)
     n_gold = sum(len(s) for g in gold for s in g.values())
     say(f"gold spans in retrieved gold documents: {n_gold} (of {sum(len(q.evidence) for q in queries)})")
 
@@ -132,11 +150,8 @@ def measure(name: str, evalset: Any, retrieval: Any, variants: dict[str, dict[st
         for share in SHARES:
             stage = CompressPassages(CompressConfig(budget=share, **fields), embedder=embedder, count_tokens=counter.count,
                                      analyzer=index.analyzer(retrieval.bm25))
-            out, after, t0 = [], 0, time.perf_counter()
-            for q, hits in tqdm(list(zip(queries, contexts)), desc=f"{name} {variant} @ {share}", leave=False, file=sys.stderr):
-                state = stage.run(RequestState(query=q.query, hits=list(hits)))
-                out.append(state.hits)
-                after += state.usage.attrs["tokens_after"]
+            t0 = time.perf_counter()
+            out, after = compress_contexts(stage, queries, contexts, f"{name} {variant} @ {share}")
             row[str(share)] = {**score(out), "token_share": after / sum(before), "ms_per_query": (time.perf_counter() - t0) * 1000 / len(queries)}
         results[variant] = row
     default = next(iter(variants))
