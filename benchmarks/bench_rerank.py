@@ -25,13 +25,15 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ragopt.backends.embeddings import Embedder
 from ragopt.config import ChunkerConfig, EmbedderConfig, FusionConfig, RetrievalConfig
 from ragopt.data import EvalSet, load_evalset
 from ragopt.errors import InputError
 from ragopt.eval.metrics import evaluate_run, mean
 from ragopt.eval.runner import best_per_doc, chunk_depth, run_queries
-from ragopt.index import build_index, make_embedder
+from ragopt.index import Index, build_index, make_embedder
 from ragopt.pipeline import Pipeline, RequestState
+from ragopt.resources import Resources
 from ragopt.trace import percentiles
 from ragopt.types import Hit
 
@@ -66,7 +68,85 @@ def row(label: str, rerank: str, depth: int | None, metrics: dict[str, float], m
     }
 
 
-def main() -> int:
+def log_row(r: dict[str, Any]) -> None:
+    print(json.dumps(r), file=sys.stderr, flush=True)
+
+
+def retrieval_rows(label: str, evalset: EvalSet, index: Index, embedder: Embedder, no_dense: bool) -> tuple[list[dict[str, Any]], dict[str, list[Hit]]]:
+    """Rows for dense (unless no_dense) and hybrid RRF retrieval, and the hybrid ranking every rerank starts from."""
+    depth = chunk_depth(index, DOCS)
+    rows: list[dict[str, Any]] = []
+    base: dict[str, list[Hit]] = {}
+    for retriever in ("hybrid",) if no_dense else ("dense", "hybrid"):
+        config = RetrievalConfig(retriever=retriever, fusion=FusionConfig(method="rrf"))
+        runs = run_queries(evalset, index, embedder, config, depth, progress=False)
+        ranking = {r.query_id: r.hits for r in runs}
+        rows.append(row(label, f"{retriever} (no rerank)", None, scores(evalset, ranking), None, len(runs)))
+        log_row(rows[-1])
+        if retriever == "hybrid":
+            base = ranking
+    return rows, base
+
+
+def maxsim_rows(label: str, evalset: EvalSet, embedder: Embedder, base: dict[str, list[Hit]], depths: list[int], args: argparse.Namespace,
+                notes: dict[str, Any]) -> list[dict[str, Any]]:
+    """Max-sim at every depth on the first --maxsim-queries queries (all by default; a hybrid row for that subset
+    first), its sentence vectors embedded before the timed runs, their one-time cost noted in `notes`."""
+    from ragopt.stages.rerank_maxsim import MaxSimConfig, MaxSimRerank, passage_sentences
+
+    rows = []
+    n = args.maxsim_queries
+    if n is not None:
+        subset = {q.query.id: base[q.query.id] for q in evalset.queries[:n]}
+        rows.append(row(label, "hybrid (no rerank)", None, scores(evalset, subset), None, len(subset)))
+    t0 = time.perf_counter()
+    chunks = {h.chunk.id: h.chunk for q in evalset.queries[:n] for h in base[q.query.id][: max(depths)]}
+    texts = [(s, (c.tenant, c.scopes)) for c in chunks.values() for s in passage_sentences(c)]
+    warm = embedder.encode([t for t, _ in texts], [o for _, o in texts], progress=not args.json)
+    notes[f"{label}.maxsim_sentences"] = {"texts": len(texts), "embedded": warm.misses, "seconds": round(time.perf_counter() - t0, 1)}
+    for d in depths:
+        stage = MaxSimRerank(embedder, MaxSimConfig(depth=d, fusion=args.maxsim_fusion))
+        ranking, ms = rerank_all(evalset, stage, base, n)
+        rows.append(row(label, f"maxsim-{args.maxsim_fusion}", d, scores(evalset, ranking), ms, len(ranking)))
+        log_row(rows[-1])
+    return rows
+
+
+def cross_encoder_rows(label: str, evalset: EvalSet, base: dict[str, list[Hit]], depths: list[int], args: argparse.Namespace,
+                       resources: Resources) -> list[dict[str, Any]]:
+    """The --reranker cross-encoder at every depth on the first --reranker-queries queries, after a hybrid row for
+    that subset."""
+    from ragopt.stages.rerank import CrossEncoderRerank, RerankConfig
+
+    n = args.reranker_queries
+    subset = {q.query.id: base[q.query.id] for q in evalset.queries[:n]}
+    rows = [row(label, "hybrid (no rerank)", None, scores(evalset, subset), None, len(subset))]
+    for d in depths:
+        stage = CrossEncoderRerank(RerankConfig(model=args.reranker, depth=d, fusion=args.reranker_fusion), resources)
+        stage.model  # load outside the timed spans
+        ranking, ms = rerank_all(evalset, stage, base, n)
+        rows.append(row(label, f"cross-encoder-{args.reranker_fusion}", d, scores(evalset, ranking), ms, len(ranking)))
+        log_row(rows[-1])
+    return rows
+
+
+def embedder_rows(name: str, evalset: EvalSet, depths: list[int], args: argparse.Namespace, resources: Resources,
+                  notes: dict[str, Any]) -> list[dict[str, Any]]:
+    """One --embedder's rows: retrieval, then each rerank stage asked for; its one-time costs noted in `notes`."""
+    label = "base" if name == "base" else Path(name).name
+    embedder = make_embedder(args.workspace, EmbedderConfig() if name == "base" else EmbedderConfig(model=name))
+    t0 = time.perf_counter()
+    report = build_index(evalset.documents, ChunkerConfig(mode="whole"), embedder, args.workspace)
+    notes[f"{label}.index_s"] = round(time.perf_counter() - t0, 1)
+    rows, base = retrieval_rows(label, evalset, report.index, embedder, args.no_dense)
+    if not args.no_maxsim:
+        rows += maxsim_rows(label, evalset, embedder, base, depths, args, notes)
+    if args.reranker:
+        rows += cross_encoder_rows(label, evalset, base, depths, args, resources)
+    return rows
+
+
+def parse_args() -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--dataset", type=Path, default=DEFAULT_DATASET)
     ap.add_argument("--split", default="test")
@@ -81,64 +161,34 @@ def main() -> int:
     ap.add_argument("--reranker-fusion", choices=["none", "rrf", "convex"], default="rrf")
     ap.add_argument("--reranker-queries", type=int, default=50)
     ap.add_argument("--json", action="store_true")
-    args = ap.parse_args()
+    return ap.parse_args()
+
+
+def print_table(rows: list[dict[str, Any]], notes: dict[str, Any], dataset: str, split: str, ref: float) -> None:
+    print(f"{dataset} {split}: ratio = nDCG@10 / first embedder's hybrid nDCG@10 ({ref:.4f})")
+    print(f"{'embedder':<28} {'rerank':<22} {'depth':>5} {'queries':>7} {'nDCG@10':>8} {'R@100':>7} {'ratio':>6} {'+p50 ms':>8} {'+p95 ms':>8}")
+    for r in rows:
+        fmt = lambda v: "-" if v is None else f"{v:.2f}"  # noqa: E731
+        print(f"{r['embedder']:<28} {r['rerank']:<22} {r['depth'] or '-':>5} {r['n_queries']:>7} {r['ndcg@10']:>8.4f} "
+              f"{r['recall@100']:>7.4f} {r['ratio']:>6.3f} {fmt(r['added_p50_ms']):>8} {fmt(r['added_p95_ms']):>8}")
+    for k, v in notes.items():
+        print(f"  {k}: {v}")
+
+
+def main() -> int:
+    args = parse_args()
 
     import torch
 
     torch.set_num_threads(1)
-    from ragopt.resources import Resources
-    from ragopt.stages.rerank import CrossEncoderRerank, RerankConfig
-    from ragopt.stages.rerank_maxsim import MaxSimConfig, MaxSimRerank, passage_sentences
-
     try:
         evalset = load_evalset(args.dataset, split=args.split)
         depths = [int(d) for d in args.depths.split(",")]
         resources = Resources()
         rows: list[dict[str, Any]] = []
         notes: dict[str, Any] = {}
-        log = (lambda *a: print(*a, file=sys.stderr, flush=True))
         for name in args.embedder or ["base"]:
-            label = "base" if name == "base" else Path(name).name
-            embedder = make_embedder(args.workspace, EmbedderConfig() if name == "base" else EmbedderConfig(model=name))
-            t0 = time.perf_counter()
-            report = build_index(evalset.documents, ChunkerConfig(mode="whole"), embedder, args.workspace)
-            notes[f"{label}.index_s"] = round(time.perf_counter() - t0, 1)
-            depth = chunk_depth(report.index, DOCS)
-            base: dict[str, list[Hit]] = {}
-            for retriever in ("hybrid",) if args.no_dense else ("dense", "hybrid"):
-                config = RetrievalConfig(retriever=retriever, fusion=FusionConfig(method="rrf"))
-                runs = run_queries(evalset, report.index, embedder, config, depth, progress=False)
-                ranking = {r.query_id: r.hits for r in runs}
-                m = scores(evalset, ranking)
-                rows.append(row(label, f"{retriever} (no rerank)", None, m, None, len(runs)))
-                log(json.dumps(rows[-1]))
-                if retriever == "hybrid":
-                    base = ranking
-            if not args.no_maxsim:
-                n = args.maxsim_queries
-                if n is not None:
-                    subset = {q.query.id: base[q.query.id] for q in evalset.queries[:n]}
-                    rows.append(row(label, "hybrid (no rerank)", None, scores(evalset, subset), None, len(subset)))
-                t0 = time.perf_counter()
-                chunks = {h.chunk.id: h.chunk for q in evalset.queries[:n] for h in base[q.query.id][: max(depths)]}
-                texts = [(s, (c.tenant, c.scopes)) for c in chunks.values() for s in passage_sentences(c)]
-                warm = embedder.encode([t for t, _ in texts], [o for _, o in texts], progress=not args.json)
-                notes[f"{label}.maxsim_sentences"] = {"texts": len(texts), "embedded": warm.misses, "seconds": round(time.perf_counter() - t0, 1)}
-                for d in depths:
-                    stage = MaxSimRerank(embedder, MaxSimConfig(depth=d, fusion=args.maxsim_fusion))
-                    ranking, ms = rerank_all(evalset, stage, base, n)
-                    rows.append(row(label, f"maxsim-{args.maxsim_fusion}", d, scores(evalset, ranking), ms, len(ranking)))
-                    log(json.dumps(rows[-1]))
-            if args.reranker:
-                n = args.reranker_queries
-                subset = {q.query.id: base[q.query.id] for q in evalset.queries[:n]}
-                rows.append(row(label, "hybrid (no rerank)", None, scores(evalset, subset), None, len(subset)))
-                for d in depths:
-                    stage = CrossEncoderRerank(RerankConfig(model=args.reranker, depth=d, fusion=args.reranker_fusion), resources)
-                    stage.model  # load outside the timed spans
-                    ranking, ms = rerank_all(evalset, stage, base, n)
-                    rows.append(row(label, f"cross-encoder-{args.reranker_fusion}", d, scores(evalset, ranking), ms, len(ranking)))
-                    log(json.dumps(rows[-1]))
+            rows += embedder_rows(name, evalset, depths, args, resources, notes)
     except InputError as exc:
         print(f"bench_rerank: {exc}", file=sys.stderr)
         return 2
@@ -147,15 +197,8 @@ def main() -> int:
         r["ratio"] = round(r["ndcg@10"] / ref, 4)
     if args.json:
         print(json.dumps({"dataset": evalset.name, "split": args.split, "rows": rows, "notes": notes}))
-        return 0
-    print(f"{evalset.name} {args.split}: ratio = nDCG@10 / first embedder's hybrid nDCG@10 ({ref:.4f})")
-    print(f"{'embedder':<28} {'rerank':<22} {'depth':>5} {'queries':>7} {'nDCG@10':>8} {'R@100':>7} {'ratio':>6} {'+p50 ms':>8} {'+p95 ms':>8}")
-    for r in rows:
-        fmt = lambda v: "-" if v is None else f"{v:.2f}"  # noqa: E731
-        print(f"{r['embedder']:<28} {r['rerank']:<22} {r['depth'] or '-':>5} {r['n_queries']:>7} {r['ndcg@10']:>8.4f} "
-              f"{r['recall@100']:>7.4f} {r['ratio']:>6.3f} {fmt(r['added_p50_ms']):>8} {fmt(r['added_p95_ms']):>8}")
-    for k, v in notes.items():
-        print(f"  {k}: {v}")
+    else:
+        print_table(rows, notes, evalset.name, args.split, ref)
     return 0
 
 
