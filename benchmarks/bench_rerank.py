@@ -80,7 +80,7 @@ def retrieval_rows(label: str, evalset: EvalSet, index: Index, embedder: Embedde
     for retriever in ("hybrid",) if no_dense else ("dense", "hybrid"):
         config = RetrievalConfig(retriever=retriever, fusion=FusionConfig(method="rrf"))
         runs = run_queries(evalset, index, embedder, config, depth, progress=False)
-        ranking = {r.query_id: r.hits for r in runs}
+        ranking = {r.query_id: index.hits([(index.positions[c], score) for c, _, _, _, score in r.ranking], retriever) for r in runs}
         rows.append(row(label, f"{retriever} (no rerank)", None, scores(evalset, ranking), None, len(runs)))
         log_row(rows[-1])
         if retriever == "hybrid":
@@ -103,7 +103,7 @@ def maxsim_rows(label: str, evalset: EvalSet, embedder: Embedder, base: dict[str
     chunks = {h.chunk.id: h.chunk for q in evalset.queries[:n] for h in base[q.query.id][: max(depths)]}
     texts = [(s, (c.tenant, c.scopes)) for c in chunks.values() for s in passage_sentences(c)]
     warm = embedder.encode([t for t, _ in texts], [o for _, o in texts], progress=not args.json)
-    notes[f"{label}.maxsim_sentences"] = {"texts": len(texts), "embedded": warm.misses, "seconds": round(time.perf_counter() - t0, 1)}
+    notes[f"{label}.maxsim_sentences"] = {"texts": len(texts), "embedded": warm.cache_misses, "seconds": round(time.perf_counter() - t0, 1)}
     for d in depths:
         stage = MaxSimRerank(embedder, MaxSimConfig(depth=d, fusion=args.maxsim_fusion))
         ranking, ms = rerank_all(evalset, stage, base, n)
@@ -146,13 +146,23 @@ def embedder_rows(name: str, evalset: EvalSet, depths: list[int], args: argparse
     return rows
 
 
+def depth_list(text: str) -> list[int]:
+    try:
+        depths = [int(d) for d in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a comma-separated list of integers: {text!r}") from None
+    if min(depths) < 1:
+        raise argparse.ArgumentTypeError(f"depths must be >= 1: {text!r}")
+    return depths
+
+
 def parse_args() -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--dataset", type=Path, default=DEFAULT_DATASET)
     ap.add_argument("--split", default="test")
     ap.add_argument("--workspace", type=Path, required=True)
     ap.add_argument("--embedder", action="append", help="'base' or a model folder; repeatable (default: base)")
-    ap.add_argument("--depths", default="20,50,100")
+    ap.add_argument("--depths", type=depth_list, default=depth_list("20,50,100"), help="comma-separated positive depths")
     ap.add_argument("--maxsim-fusion", choices=["none", "rrf", "convex"], default="rrf")
     ap.add_argument("--no-dense", action="store_true", help="skip the dense-only row")
     ap.add_argument("--no-maxsim", action="store_true")
@@ -183,7 +193,7 @@ def main() -> int:
     torch.set_num_threads(1)
     try:
         evalset = load_evalset(args.dataset, split=args.split)
-        depths = [int(d) for d in args.depths.split(",")]
+        depths = args.depths
         resources = Resources()
         rows: list[dict[str, Any]] = []
         notes: dict[str, Any] = {}
