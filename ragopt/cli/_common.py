@@ -220,8 +220,6 @@ def add_answer_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-tokens", type=int, default=128, help="output budget (default 128: RAG answers from 5 passages are short)")
     p.add_argument("--speculative", default="off", metavar="off|prompt_lookup",
                    help="prompt_lookup: drafts copied from the prompt, verified against the model's greedy choice (in-process llama.cpp)")
-    p.add_argument("--weights", default="file", metavar="file|q8_0",
-                   help="q8_0: a Q8_0 copy of the model, made once, whose batches x86 kernels speed up (with prompt_lookup)")
     p.add_argument("--repeat-stop", type=int, default=3, metavar="N",
                    help="stop an answer once its latest 8 tokens occurred N times in it, a repetition loop (0: off)")
     p.add_argument("--kv-budget", default=None, help="KV memory a request (ask) or all slots together (serve) may hold, e.g. 64MiB")

@@ -47,13 +47,13 @@ def _generator_config(args: argparse.Namespace):  # type: ignore[no-untyped-def]
         "model": "--model", "n_ctx": "--n-ctx", "max_tokens": "--max-tokens", "temperature": "--temperature",
         "seed": "--seed", "n_threads": "--threads", "kv_type": "--kv-type", "kv_budget_bytes": "--kv-budget",
         "citations": "--citations", "n_gpu_layers": "--gpu-layers", "speculative": "--speculative",
-        "repeat_stop": "--repeat-stop", "weights": "--weights",
+        "repeat_stop": "--repeat-stop",
     }
     return _common.from_flags(
         GeneratorConfig, flags, model=args.model, n_ctx=args.n_ctx, max_tokens=args.max_tokens,
         temperature=args.temperature, seed=args.seed, n_threads=args.threads, kv_type=args.kv_type,
         kv_budget_bytes=budget, citations=args.citations, n_gpu_layers=args.gpu_layers, speculative=args.speculative,
-        repeat_stop=args.repeat_stop, weights=args.weights,
+        repeat_stop=args.repeat_stop,
     )
 
 

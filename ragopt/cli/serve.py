@@ -75,8 +75,6 @@ def options(args: argparse.Namespace):  # type: ignore[no-untyped-def]
             raise InputError(f"out of range, got {value}", field=flag)
     if args.speculative not in ("off", "prompt_lookup"):
         raise InputError(f"must be off or prompt_lookup, got {args.speculative!r}", field="--speculative")
-    if args.weights not in ("file", "q8_0"):
-        raise InputError(f"must be file or q8_0, got {args.weights!r}", field="--weights")
     if args.repeat_stop < 0 or args.repeat_stop == 1:
         raise InputError(f"must be 0 (off) or at least 2, got {args.repeat_stop}", field="--repeat-stop")
     budget = _common.kv_budget(args)
@@ -94,7 +92,7 @@ def options(args: argparse.Namespace):  # type: ignore[no-untyped-def]
     opts = ServeOptions(
         settings=settings, engine=args.engine, model=args.model, small_model=args.small_model, backend_url=args.backend_url,
         parallel=args.parallel, threads=args.threads, n_ctx=args.n_ctx, max_tokens=args.max_tokens,
-        speculative=args.speculative, repeat_stop=args.repeat_stop, weights=args.weights, dataset=args.dataset,
+        speculative=args.speculative, repeat_stop=args.repeat_stop, dataset=args.dataset,
         docs=_common.docs_options(args), split=args.split, retrieval=retrieval, auto_retriever=args.retriever == "auto", chunker=_common.chunker_config(args), embedder=_common.embedder_config(args),
         store=_common.store_config(args), redis_url=args.redis, cache=not args.no_cache, saved=_common.saved_plan(args),
     )

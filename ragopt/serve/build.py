@@ -41,7 +41,6 @@ class ServeOptions:
     max_tokens: int = 128
     speculative: Literal["off", "prompt_lookup"] = "off"
     repeat_stop: int = 3  # GeneratorConfig.repeat_stop (0: off)
-    weights: Literal["file", "q8_0"] = "file"  # GeneratorConfig.weights
     dataset: str | None = None
     docs: DocsOptions | None = None  # your own documents instead of a dataset's corpus
     split: str = "test"
@@ -134,24 +133,22 @@ def _plan_backend(plan: PlanConfig, by_slot: dict[str, list[Any]]) -> tuple[Back
         return Backend("default", stages, "extractive", "plan:" + plan.stage_config("prompt").fingerprint()
                        if "prompt" in plan.stages else "extractive"), None
     from ragopt import capacity
-    from ragopt.backends.requantize import engine_model
-    from ragopt.gguf_meta import model_fingerprint, model_shape
+    from ragopt.gguf_meta import model_fingerprint, model_shape, resolve_model
 
     config = generate.llama_config()
-    path = engine_model(config.model, config.weights)
+    path = resolve_model(config.model)
     kv = capacity.kv_bytes(model_shape(path), capacity.llama_cpp_n_ctx(config.n_ctx), config.kv_type)
     return Backend("default", stages, f"llama:{model_fingerprint(path)}:{config.fingerprint()}", config.prompt.prompt_version), kv
 
 
 def _inprocess(name: str, model: str | None, opts: ServeOptions) -> tuple[Backend, float]:
     from ragopt import capacity
-    from ragopt.backends.requantize import engine_model
-    from ragopt.gguf_meta import model_fingerprint, model_shape
+    from ragopt.gguf_meta import model_fingerprint, model_shape, resolve_model
     from ragopt.stages.generate_llama import GeneratorConfig, LlamaGenerator
 
     config = GeneratorConfig(model=model, n_ctx=opts.n_ctx, max_tokens=opts.max_tokens, n_threads=opts.threads,
-                             speculative=opts.speculative, repeat_stop=opts.repeat_stop, weights=opts.weights)
-    path = engine_model(config.model, config.weights)
+                             speculative=opts.speculative, repeat_stop=opts.repeat_stop)
+    path = resolve_model(config.model)
     gen = LlamaGenerator(config, name="generate")
     stages = [gen.prompt_stage(), gen]  # the generator reads the prompt its own stage fits to its model
     kv = capacity.kv_bytes(model_shape(path), capacity.llama_cpp_n_ctx(opts.n_ctx), config.kv_type)
@@ -169,11 +166,10 @@ def _http(name: str, base_url: str, model_id: str, opts: ServeOptions) -> Backen
 
 def _llama_server(name: str, model: str | None, opts: ServeOptions, stack: ExitStack) -> tuple[Backend, float, Any]:
     from ragopt import capacity
-    from ragopt.backends.requantize import engine_model
-    from ragopt.gguf_meta import model_fingerprint, model_shape
+    from ragopt.gguf_meta import model_fingerprint, model_shape, resolve_model
     from ragopt.serve.llama_server import LlamaServer
 
-    path = engine_model(model, opts.weights)
+    path = resolve_model(model)
     server = LlamaServer(path, parallel=opts.parallel, threads=opts.threads, ctx_per_slot=opts.n_ctx,
                          extra_args=LOOKUP_ARGS if opts.speculative == "prompt_lookup" else ())
     stack.enter_context(server)

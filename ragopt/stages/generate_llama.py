@@ -85,8 +85,6 @@ class GeneratorConfig(StrictModel):
     draft_tokens: int = knob(3, sweep=[1, 3, 7], ge=1, le=32, description="prompt_lookup: most draft tokens verified per step")
     repeat_stop: int = Field(3, ge=0, description="stop when the answer's latest repeat_stop_ngram tokens occurred this often in it (0 = off)")
     repeat_stop_ngram: int = Field(8, ge=2, description="the n-gram length repeat_stop counts")
-    weights: Literal["file", "q8_0"] = Field("file", description='"q8_0": a Q8_0 copy of the model, made once (~/.cache/'
-                                             "ragopt/models): x86 kernels batch it, so prompt lookup's batches pay")
     kv_type: Literal["f16", "f32", "q8_0"] = "f16"
     flash_attn: bool = Field(True, description="flash attention: on one thread a batch then scores its tokens as one by one")
     kv_budget_bytes: int | None = Field(None, gt=0, description="admission: refuse requests whose KV need exceeds this")
@@ -132,9 +130,9 @@ class Overloaded(RuntimeError):
 
 def get_engine(config: GeneratorConfig, resources: Resources) -> Engine:
     """The engine for this model and context settings held by `resources`, loaded on first use."""
-    from ragopt.backends.requantize import engine_model
+    from ragopt.gguf_meta import resolve_model
 
-    path = engine_model(config.model, config.weights)
+    path = resolve_model(config.model)
     return resources.get(
         config.engine_key(path),
         lambda: load_engine(path, n_ctx=config.n_ctx, n_batch=config.n_batch, n_threads=config.n_threads,
@@ -184,11 +182,10 @@ class LlamaGenerator:
 
     @property
     def model_fingerprint(self) -> str:
-        """The loaded GGUF file's hash, without loading the model (remembered by path, size and mtime)."""
-        from ragopt.backends.requantize import engine_model
-        from ragopt.gguf_meta import model_fingerprint
+        """The GGUF file's hash, without loading the model (remembered by path, size and mtime)."""
+        from ragopt.gguf_meta import model_fingerprint, resolve_model
 
-        return model_fingerprint(engine_model(self.config.model, self.config.weights))
+        return model_fingerprint(resolve_model(self.config.model))
 
     def identity(self) -> dict[str, object]:
         return {"stage": "llama", "name": self.name, "model": self.model_fingerprint,

@@ -281,20 +281,17 @@ def test_sweep_on_ray_without_ray_installed_is_one_line_naming_executor(tmp_path
     assert not (tmp_path / "out").exists() and not ws.exists()
 
 
-GENERATE_BAD_SETTINGS = {  # every generation setting added for speculative decoding, flash attention, weights and the repetition stop
+GENERATE_BAD_SETTINGS = {  # every generation setting added for speculative decoding, flash attention and the repetition stop
     "ask --speculative": (["ask", "--speculative", "sideways", "why?"], "[--speculative]"),
     "serve --speculative": (["serve", "--api-keys", "{keys}", "--speculative", "sideways"], "[--speculative]"),
     "ask --repeat-stop": (["ask", "--repeat-stop", "1", "why?"], "[--repeat-stop]"),
     "serve --repeat-stop": (["serve", "--api-keys", "{keys}", "--repeat-stop", "-1"], "[--repeat-stop]"),
-    "ask --weights": (["ask", "--weights", "q2_k", "why?"], "[--weights]"),
-    "serve --weights": (["serve", "--api-keys", "{keys}", "--weights", "q2_k"], "[--weights]"),
     "sweep knob speculative": (["sweep", "--set", "generate.speculative=off,sideways"], "sideways"),
     "sweep knob draft_tokens": (["sweep", "--set", "generate.draft_tokens=0"], "greater than or equal to 1"),
     "llama.repeat_stop": (["sweep", "--config", "{config}"], "repeat_stop must be 0"),
     "llama.repeat_stop_ngram": (["sweep", "--config", "{config}"], "repeat_stop_ngram"),
     "llama.n_batch under draft_tokens": (["sweep", "--config", "{config}"], "draft_tokens (3) must be smaller than n_batch (3)"),
     "llama.flash_attn": (["sweep", "--config", "{config}"], "flash_attn"),
-    "llama.weights": (["sweep", "--config", "{config}"], "weights"),
     "llama.speculative inside llama": (["sweep", "--config", "{config}"], "set as stages.generate.speculative"),
 }
 GENERATE_BAD_CONFIGS = {
@@ -302,7 +299,6 @@ GENERATE_BAD_CONFIGS = {
     "llama.repeat_stop_ngram": 'llama = { repeat_stop_ngram = 1 }',
     "llama.n_batch under draft_tokens": 'speculative = "prompt_lookup"\nllama = { n_batch = 3 }',
     "llama.flash_attn": 'llama = { flash_attn = "sometimes" }',
-    "llama.weights": 'llama = { weights = "q2_k" }',
     "llama.speculative inside llama": 'llama = { speculative = "prompt_lookup" }',
 }
 

@@ -276,15 +276,6 @@ def test_one_model_per_resources_and_context_settings(tiny_gguf):
     assert engine.llm._ctx is None or getattr(engine.llm._ctx, "ctx", None) is None  # freed by close()
 
 
-def test_weights_q8_0_loads_a_copy_that_the_identity_and_cache_keys_tell_apart(tiny_gguf, tmp_path, monkeypatch):
-    monkeypatch.setenv("RAGOPT_MODEL_CACHE", str(tmp_path / "models"))
-    plain, copy = generator(tiny_gguf), generator(tiny_gguf, weights="q8_0")
-    assert copy.engine.path.parent == tmp_path / "models" and copy.engine is not plain.engine
-    assert copy.model_fingerprint == copy.engine.model_fingerprint != plain.model_fingerprint
-    assert copy.identity()["model"] != plain.identity()["model"]  # answers cached for one never serve the other
-    assert ask(copy, "What is the capital of France?").answer.text
-
-
 def wait_for_waiters(engine, n: int) -> None:
     """Until n requests wait for the engine's lock (an event, not a guessed sleep)."""
     give_up = time.monotonic() + 30
