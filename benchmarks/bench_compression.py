@@ -27,7 +27,7 @@ import tempfile
 import time
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 REPO = Path(__file__).resolve().parents[1]
 SHARES = (0.75, 0.5, 0.25)
@@ -177,11 +177,17 @@ def print_table(result: dict[str, Any]) -> None:
                   + "; ms/query " + ", ".join(f"{row[str(s)]['ms_per_query']:.1f}" for s in SHARES))
 
 
+def bad_input(message: str) -> NoReturn:
+    """One line naming the flag or file, exit 2, as every ragopt command does with bad input."""
+    print(f"bench_compression: {message}", file=sys.stderr)
+    raise SystemExit(2)
+
+
 def pick(names: str, flag: str) -> dict[str, dict[str, Any]]:
     try:
         return {name: VARIANTS[name] for name in names.split(",")}
     except KeyError as exc:
-        raise SystemExit(f"[{flag}]: unknown variant {exc}; known: {', '.join(VARIANTS)}") from None
+        bad_input(f"[{flag}]: unknown variant {exc}; known: {', '.join(VARIANTS)}")
 
 
 def main() -> None:
@@ -197,7 +203,7 @@ def main() -> None:
     args = parser.parse_args()
     chosen = [d.strip() for d in args.datasets.split(",") if d.strip()]
     if not chosen or set(chosen) - {"scifact", "cmrc"}:
-        raise SystemExit(f"[--datasets]: scifact and/or cmrc, got {args.datasets!r}")
+        bad_input(f"[--datasets]: scifact and/or cmrc, got {args.datasets!r}")
     variants = {"scifact": pick(args.variants, "--variants"), "cmrc": pick(args.cmrc_variants, "--cmrc-variants")}
 
     import torch
@@ -215,7 +221,7 @@ def main() -> None:
         counter = dataclasses.replace(counter, tokenize=cache(counter.tokenize))  # a text is tokenized once per run
         evalsets = {d: load_evalset(args.dataset if d == "scifact" else args.cmrc, split="test") for d in chosen}
     except InputError as exc:
-        raise SystemExit(str(exc)) from None
+        bad_input(str(exc))
     out = {d: measure(d, evalsets[d], retrieval[d], variants[d], counter, args.workspace, say) for d in chosen}
     if args.json:
         print(json.dumps({"tokenizer": counter.name, **out}))

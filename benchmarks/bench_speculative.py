@@ -53,6 +53,7 @@ from ragopt.backends.llama_engine import batch_invariant  # noqa: E402
 from ragopt.config import ChunkerConfig, EmbedderConfig, RetrievalConfig  # noqa: E402
 from ragopt.data.jsonl import load_ragopt_jsonl  # noqa: E402
 from ragopt.eval.citations import citation_scores  # noqa: E402
+from ragopt.eval.metrics import mean  # noqa: E402
 from ragopt.eval.scoring import contains_reference  # noqa: E402
 from ragopt.gguf_meta import resolve_model  # noqa: E402
 from ragopt.index import build_index, make_embedder  # noqa: E402
@@ -60,24 +61,13 @@ from ragopt.pipeline import Pipeline  # noqa: E402
 from ragopt.plan import retrieval_stages  # noqa: E402
 from ragopt.resources import Resources  # noqa: E402
 from ragopt.stages.generate_llama import GeneratorConfig, LlamaGenerator  # noqa: E402
+from ragopt.trace import percentiles  # noqa: E402
 from ragopt.workspace import workspace_dir  # noqa: E402
 
 from given_hits import Given  # noqa: E402  (beside this script)
 
 SHIPPED = Path(__file__).resolve().parents[1] / "evalsets" / "hospital"
 ARMS = ("off", "prompt_lookup")
-
-
-def percentile(values: list[float], q: float) -> float | None:
-    if not values:
-        return None
-    s = sorted(values)
-    return s[min(len(s) - 1, int(round(q * (len(s) - 1))))]
-
-
-def mean(values: list[float | None]) -> float | None:
-    v = [x for x in values if x is not None]
-    return sum(v) / len(v) if v else None
 
 
 def answer_row(result: Any, query: Any) -> dict[str, Any]:
@@ -97,10 +87,11 @@ def answer_row(result: Any, query: Any) -> dict[str, Any]:
 def arm_summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
     timed = [r for r in rows if r["decode_ms"]]
     tokens = sum(r["tokens"] - 1 for r in timed)
+    tpot = percentiles(r["tpot_ms"] for r in timed)
     summary = {
         "tokens_per_s": 1000 * tokens / sum(r["decode_ms"] for r in timed) if timed else None,
-        "tpot_ms_p50": percentile([r["tpot_ms"] for r in timed], 0.5),
-        "tpot_ms_p95": percentile([r["tpot_ms"] for r in timed], 0.95),
+        "tpot_ms_p50": tpot.get("p50"),
+        "tpot_ms_p95": tpot.get("p95"),
         "tokens_per_answer": statistics.mean(r["tokens"] for r in rows),
         "answers_at_max_tokens": sum(r["finish"] == "length" for r in rows),
         "answers_stopped_by_repetition": sum(r["finish"] == "repetition" for r in rows),
