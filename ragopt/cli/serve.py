@@ -94,6 +94,7 @@ def options(args: argparse.Namespace):  # type: ignore[no-untyped-def]
         parallel=args.parallel, threads=args.threads, n_ctx=args.n_ctx, max_tokens=args.max_tokens,
         speculative=args.speculative, repeat_stop=args.repeat_stop, dataset=args.dataset,
         docs=_common.docs_options(args), split=args.split, retrieval=retrieval, auto_retriever=args.retriever == "auto", chunker=_common.chunker_config(args), embedder=_common.embedder_config(args),
+        embedder_given=bool(args.embedder),
         store=_common.store_config(args), redis_url=args.redis, cache=not args.no_cache, saved=_common.saved_plan(args),
     )
     check_options(opts)

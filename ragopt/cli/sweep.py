@@ -216,19 +216,20 @@ def table_lines(results: Any, rows: int = TABLE_ROWS) -> list[str]:
     trials (not in every trial, or a swept setting names them)."""
     from ragopt.eval.gates import is_cost, quality_metric, rank_trials
     from ragopt.eval.report_common import (
-        STAGE_PERCENTILES, beats_floor, citation_floor_pairs, citation_label, stage_latency_columns, stage_ms,
+        STAGE_PERCENTILES, beats_floor, floor_pairs, floor_label, stage_latency_columns, stage_ms,
     )
     from ragopt.eval.results import measured
 
     ranked = rank_trials(results.trials, results.gates, results.verdicts)
     if not ranked:
         return []
-    pairs = citation_floor_pairs(results.trials)
+    pairs = floor_pairs(results.trials)
     stages = stage_latency_columns(results.trials)
     gate_metrics = [v.metric for v in results.verdicts.get(ranked[0].id, []) if not is_cost(v.metric)]
     cols = [c for c in dict.fromkeys([quality_metric(results.gates), *gate_metrics, "recall@10", "ndcg@10"])
             if c not in {p for p, _ in pairs}]
-    cite_heads = [f"cite {citation_label(p)} (floor) " for p, _ in pairs]
+    cite_heads = [f"{floor_label(p).removeprefix('citation ').replace('answer contains reference', 'contains ref')} (floor) "
+                  for p, _ in pairs]
     stage_heads = [f"{s} {'/'.join(STAGE_PERCENTILES)}" for s in stages]
     widths = [max(len(h), 14) + 2 for h in cite_heads] + [max(len(h), 11) + 2 for h in stage_heads]
     heads = [*cite_heads, *stage_heads]
@@ -254,7 +255,8 @@ def table_lines(results: Any, rows: int = TABLE_ROWS) -> list[str]:
         lines.append(f"  {ok:1} {t.id:<{idw}}{vals}{ctx:>10.0f}{p50:>9.2f}{p95:>9.2f}"
                      + "".join(f"{c:>{w}}" for c, w in zip(cells, widths)))
     if below_floor:
-        lines.append("  ! citation precision not above its floor (what always citing [1], the top passage, scores)")
+        lines.append("  ! not above its floor beyond noise (95% paired bootstrap interval of the difference): citation "
+                     "precision's floor is always citing [1], contains-reference's the top passage's lead, as long")
     if stages:
         lines.append(f"  stage columns: the ms each stage adds (p50/p95; - where it did not run): {', '.join(stages)}")
     return lines

@@ -2,7 +2,8 @@
 
 Relevance is graded; grade 0 means judged not relevant. Queries without qrels in the split are skipped.
 Where a SciFact-style `original_format/corpus.jsonl` (abstracts as sentence lists) sits beside the corpus
-and queries carry sentence evidence in their metadata, that evidence becomes char spans of the text.
+and queries carry sentence evidence in their metadata, that evidence becomes char spans of the text. A query
+whose metadata lists `answers` (HotpotQA's conversion) has the first one as its reference answer.
 """
 
 from __future__ import annotations
@@ -125,6 +126,7 @@ def load_beir(folder: str | Path, split: str = "test") -> EvalSet:
             continue
         evidence = []
         metadata = obj.get("metadata") or {}
+        answers = metadata.get("answers") if isinstance(metadata, dict) else None
         for doc_id, sets in metadata.items() if isinstance(metadata, dict) else ():
             if doc_id not in sentences or not isinstance(sets, list):
                 continue
@@ -138,6 +140,7 @@ def load_beir(folder: str | Path, split: str = "test") -> EvalSet:
                 query=Query(id=qid, text=_field(obj, "text", queries_path, n)),
                 relevance=qrels[qid],
                 evidence=evidence,
+                reference_answer=answers[0] if isinstance(answers, list) and answers and isinstance(answers[0], str) else None,
             )
         )
     name = folder.parent.name if folder.name == "beir_format" else folder.name  # HotpotQA's conversion folder

@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Mapping, Sequence
+from functools import lru_cache
 from typing import Any
 
 from ragopt.eval.gates import objective_key, quality_metric, rank_trials
@@ -212,26 +213,47 @@ def stage_ms(t: Trial, stage: str, pct: str) -> float | None:
 
 
 _FLOOR_PREFIX = "citation_floor_"
+# answer figures whose floor is named otherwise: the lead of the top passage cut to the answer's length
+_ANSWER_FLOORS = {"answer_lead_contains_reference": "answer_contains_reference"}
 BELOW_FLOOR = "not above floor"
+FLOORS_TEXT = ("Citation precision is beside its floor, what always citing [1] (the top passage) scores, and "
+               "answer-contains-reference beside the lead of the top passage cut to the answer's length")
 
 
-def citation_floor_pairs(trials: Sequence[Trial]) -> list[tuple[str, str]]:
-    """(precision, floor) metric pairs some trial measured: `citation_floor_X` is what always citing [1] (the
-    top passage) would score on `citation_X`."""
+def floor_pairs(trials: Sequence[Trial]) -> list[tuple[str, str]]:
+    """(figure, floor) metric pairs some trial measured: `citation_floor_X` is what always citing [1] (the top
+    passage) would score on `citation_X`; `answer_lead_contains_reference` is whether the top passage's lead,
+    as long as the answer, contains the reference."""
     names = dict.fromkeys(k for t in trials for k in t.metrics)
     pairs = [("citation_" + n[len(_FLOOR_PREFIX):], n) for n in names if n.startswith(_FLOOR_PREFIX)]
+    pairs += [(figure, floor) for floor, figure in _ANSWER_FLOORS.items() if floor in names]
     return [(p, f) for p, f in pairs if any(measured(t.metrics.get(p)) is not None for t in trials)]
 
 
-def citation_label(precision: str) -> str:
-    """"citation_span_precision" -> "span precision"."""
-    return precision.removeprefix("citation_").replace("_", " ")
+def floor_label(figure: str) -> str:
+    """"citation_span_precision" -> "citation span precision"."""
+    return figure.replace("_", " ")
 
 
-def beats_floor(t: Trial, precision: str, floor: str) -> bool | None:
-    """Whether the trial's precision is above its floor; None when either was not measured."""
-    p, f = measured(t.metrics.get(precision)), measured(t.metrics.get(floor))
-    return None if p is None or f is None else p > f
+@lru_cache(maxsize=4096)
+def _interval_above_zero(figure: tuple[float | None, ...], floor: tuple[float | None, ...]) -> bool:
+    from ragopt.eval.bootstrap import paired_bootstrap_ci
+
+    try:
+        return paired_bootstrap_ci(figure, floor).low > 0
+    except ValueError:  # no query scored both ways
+        return False
+
+
+def beats_floor(t: Trial, figure: str, floor: str) -> bool | None:
+    """Whether the trial's figure is above its floor beyond noise: the paired bootstrap interval (95%, seeded) of
+    the per-query difference lies above zero. None when either was not measured."""
+    p, f = measured(t.metrics.get(figure)), measured(t.metrics.get(floor))
+    if p is None or f is None:
+        return None
+    if figure not in t.per_query or floor not in t.per_query:  # results without per-query figures: the means alone
+        return p > f
+    return _interval_above_zero(tuple(t.per_query[figure]), tuple(t.per_query[floor]))
 
 
 def with_floor(t: Trial, precision: str, floor: str) -> str:

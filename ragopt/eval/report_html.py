@@ -14,7 +14,7 @@ from typing import Any
 from ragopt.eval.gates import fmt
 from ragopt.eval.report_common import (
     _COST_LABELS, BELOW_FLOOR, STAGE_PERCENTILES, Latencies, _chunker_order, _fmt_value, _md_params, _passed, _ranked,
-    _retriever_label, _table_columns, _verdicts, beats_floor, citation_floor_pairs, citation_label, closest_trial,
+    _retriever_label, _table_columns, _verdicts, FLOORS_TEXT, beats_floor, floor_pairs, floor_label, closest_trial,
     fmt_interval, held_out_rows, judge_cost_text, judged_trials, noisy_gates, plot_metric, stage_latency_columns, stage_ms, with_floor,
 )
 from ragopt.eval.report_plots import plot_latency_histogram, plot_quality_vs_cost, plot_recall_curves
@@ -110,14 +110,14 @@ def _trials_table(results: SweepResults, ranked: Sequence[Trial]) -> str:
     """The HTML table: a compact column set (every column is in results.csv)."""
     extras, common, _ = _table_columns(results)
     gated = [g.metric for vs in results.verdicts.values() for g in vs]
-    pairs = citation_floor_pairs(results.trials)
+    pairs = floor_pairs(results.trials)
     with_floors = {p for p, _ in pairs}
     metrics = [m for m in common if m not in with_floors
                and (m in _HTML_METRICS or (m in gated and not m.endswith(("_ms", "_tokens"))))]
     costs = [c for c in _HTML_COSTS if any(measured(getattr(t.costs, c)) is not None for t in results.trials)]
     stages = stage_latency_columns(results.trials)
     head = ["#", "trial", "chunker", "retriever", "top_k", *extras, *metrics, *(_COST_LABELS[c] for c in costs),
-            *(f"citation {citation_label(p)}" for p, _ in pairs),
+            *(floor_label(p) for p, _ in pairs),
             *(f"{s} {pct} ms" for s in stages for pct in STAGE_PERCENTILES), "gates"]
     numeric = {0, 4, *range(5 + len(extras), len(head) - 1)}
     out = ["<div class='tablewrap'><table class='trials'><tr>"]
@@ -159,7 +159,7 @@ def _stage_html(t: Trial, stage: str, pct: str) -> str:
 
 
 def _citations_html(t: Trial, pairs: Sequence[tuple[str, str]]) -> str:
-    cells = [f"{_e(citation_label(p))} {_floor_html(t, p, f)}" for p, f in pairs if measured(t.metrics.get(p)) is not None]
+    cells = [f"{_e(floor_label(p))} {_floor_html(t, p, f)}" for p, f in pairs if measured(t.metrics.get(p)) is not None]
     if not cells:
         return "<p>Citations: not scored for this trial.</p>"
     return ("<p>Citations: " + ", ".join(cells) + ". The floor is what always citing [1] (the top passage) "
@@ -301,8 +301,9 @@ def _trials_intro_html(results: SweepResults, pairs: Sequence[tuple[str, str]]) 
     stages = stage_latency_columns(results.trials)
     return ("<h2>All trials</h2><p class='meta'>In objective order, passing trials first; "
             "results.csv has every metric and cost."
-            + (" Citation precision is beside its floor, what always citing [1] (the top passage) scores; "
-               f"<span class='floor'>{BELOW_FLOOR}</span> marks a trial that does not beat it." if pairs else "")
+            + (f" {_e(FLOORS_TEXT)}; <span class='floor'>{BELOW_FLOOR}</span> marks a trial whose figure is not above "
+               "its floor beyond noise (the 95% paired bootstrap interval of the difference does not lie above zero)."
+               if pairs else "")
             + (" Stage columns (" + ", ".join(f"<code>{_e(st)}</code>" for st in stages) + "): the latency that "
                "stage adds, for stages not in every trial or whose setting is swept; – where it did not run."
                if stages else "")
@@ -330,7 +331,7 @@ def render_html(results: SweepResults, latencies: Latencies | None = None) -> st
     quality = plot_metric(results)
     parts = _head_html(results)
     gates_line = ", ".join(f"<code>{_e(g)}</code>" for g in results.gates) or "none"
-    pairs = citation_floor_pairs(results.trials)
+    pairs = floor_pairs(results.trials)
     banner, shown, shown_title = _banner_html(results, quality, pairs)
     parts.append(banner)
     parts.append(f"<p class='objective'><b>Objective:</b> {_e(results.objective)}. <b>Gates:</b> {gates_line}</p>")

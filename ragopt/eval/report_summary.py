@@ -7,7 +7,7 @@ from __future__ import annotations
 from ragopt.eval.gates import fmt, is_cost, parse_gates, quality_metric
 from ragopt.eval.report_common import (
     _COST_LABELS, BELOW_FLOOR, STAGE_PERCENTILES, _extra_params, _fmt_value, _md_params, _passed, _ranked,
-    _retriever_label, _verdicts, beats_floor, citation_floor_pairs, citation_label, closest_trial, fmt_interval,
+    _retriever_label, _verdicts, FLOORS_TEXT, beats_floor, floor_pairs, floor_label, closest_trial, fmt_interval,
     held_out_rows, judge_cost_text, judged_trials, noisy_gates, stage_latency_columns, stage_ms, with_floor,
 )
 from ragopt.eval.results import BaselineComparison, HeldOut, SweepResults, Trial, measured
@@ -28,7 +28,7 @@ def _summary_columns(results: SweepResults) -> tuple[list[str], list[str], list[
     costs the objective and the gates read. Every column is in results.csv."""
     trials = results.trials
     gated = [g.metric for g in parse_gates(results.gates)]
-    with_floors = {p for p, _ in citation_floor_pairs(trials)}
+    with_floors = {p for p, _ in floor_pairs(trials)}
     metrics = [m for m in (quality_metric(results.gates), *(m for m in gated if not is_cost(m))) if m not in with_floors]
     costs = [*_SUMMARY_COSTS, *(m for m in gated if is_cost(m))]
 
@@ -42,7 +42,7 @@ def render_summary(results: SweepResults) -> str:
     """summary.md: the selected trial, the objective, gate verdicts, and every trial in objective order."""
     out = _md_header(results)
     ranked = _ranked(results)
-    pairs = citation_floor_pairs(results.trials)
+    pairs = floor_pairs(results.trials)
     out += _md_outcome(results, pairs)
     if results.held_out is not None:
         out += _md_held_out(results.held_out)
@@ -125,12 +125,12 @@ def _md_trials(results: SweepResults, ranked: list[Trial], pairs: list[tuple[str
     extras, metrics, costs = _summary_columns(results)
     stages = stage_latency_columns(results.trials)
     head = ["#", "trial", "chunker", "retriever", "top_k", *extras, *metrics,
-            *(_COST_LABELS.get(c, c) for c in costs), *(f"citation {citation_label(p)}" for p, _ in pairs),
+            *(_COST_LABELS.get(c, c) for c in costs), *(floor_label(p) for p, _ in pairs),
             *(f"{s} {pct} ms" for s in stages for pct in STAGE_PERCENTILES), "gates"]
     notes = []
     if pairs:
-        notes.append("Citation precision is beside its floor, what always citing [1] (the top passage) scores; "
-                     f"**{BELOW_FLOOR}** marks a trial that does not beat it.")
+        notes.append(f"{FLOORS_TEXT}; **{BELOW_FLOOR}** marks a trial whose figure is not above its floor beyond "
+                     "noise (the 95% paired bootstrap interval of the difference does not lie above zero).")
     if stages:
         notes.append(f"Stage columns ({', '.join(f'`{s}`' for s in stages)}): the latency that stage adds, for "
                      "stages not in every trial or whose setting is swept; – where it did not run.")
@@ -182,9 +182,8 @@ def _md_stage(t: Trial, stage: str, pct: str) -> str:
 
 
 def _md_citations(t: Trial, pairs: list[tuple[str, str]]) -> str:
-    cells = [f"{citation_label(p)} {_md_floor(t, p, f)}" for p, f in pairs if measured(t.metrics.get(p)) is not None]
-    return ("Citations: " + ", ".join(cells) + ". The floor is what always citing [1] (the top passage) "
-            "scores.") if cells else "Citations: not scored for this trial."
+    cells = [f"{floor_label(p)} {_md_floor(t, p, f)}" for p, f in pairs if measured(t.metrics.get(p)) is not None]
+    return ("Answers: " + ", ".join(cells) + f". {FLOORS_TEXT}.") if cells else "Answers: not scored for this trial."
 
 
 def _md_held_out(h: HeldOut) -> list[str]:

@@ -45,10 +45,14 @@ def citation_scores(outcomes: Sequence[QueryOutcome], evalset: EvalSet) -> dict[
 
     Where the set has reference answers, span precision and its floor are also given over the answers that
     state their reference (`*_if_correct`): attribution follows what the answer says, so a model that answers
-    from the wrong passage is cited to it; this pair separates the attribution's precision from the answer's."""
+    from the wrong passage is cited to it; this pair separates the attribution's precision from the answer's.
+    Answer-contains-reference has its floor too: whether the lead of the top passage, cut to the answer's length
+    (markers left out), contains the reference (`answer_lead_contains_reference`)."""
     from ragopt.eval.citations import citation_scores as score, first_passage_floor
+    from ragopt.stages.citations import strip_markers
 
     by_id = {q.query.id: q for q in evalset.queries}
+    docs = evalset.doc_map()
     out: dict[str, list[float | None]] = {name: [] for name in CITATION_METRICS}
     for o in outcomes:
         answer = o.answer_model()
@@ -59,12 +63,18 @@ def citation_scores(outcomes: Sequence[QueryOutcome], evalset: EvalSet) -> dict[
         floor = first_passage_floor(passages[0] if passages else None, gold)
         correct = (contains_reference(answer.text, q.reference_answer)
                    if answer is not None and q.reference_answer else None)
+        lead_correct = None
+        if correct is not None:
+            top = docs[passages[0].doc_id].text[passages[0].start : passages[0].end] if passages else ""
+            lead = " ".join(top.split())[: len(strip_markers(answer.text))]
+            lead_correct = contains_reference(lead, q.reference_answer)
         values = {
             "citation_precision": cs and cs.precision, "citation_recall": cs and cs.recall,
             "citation_valid_share": cs and cs.valid_share, "citation_span_precision": cs and cs.span_precision,
             "citation_span_recall": cs and cs.span_recall, "citation_floor_precision": floor.precision,
             "citation_floor_span_precision": floor.span_precision,
             "answer_contains_reference": None if correct is None else float(correct),
+            "answer_lead_contains_reference": None if lead_correct is None else float(lead_correct),
             "citation_span_precision_if_correct": cs.span_precision if correct else None,
             "citation_floor_span_precision_if_correct": floor.span_precision if correct else None,
         }

@@ -15,7 +15,7 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from ragopt.config import BM25Config, ChunkerConfig, EmbedderConfig, FusionConfig, RetrievalConfig, StoreConfig, StrictModel, knobs
+from ragopt.config import BM25Config, ChunkerConfig, EmbedderConfig, check_embedder_name, FusionConfig, RetrievalConfig, StoreConfig, StrictModel, knobs
 from ragopt.errors import InputError
 from ragopt.judge.judges import JudgeConfig
 from ragopt.judge.judging import METRICS as JUDGED_METRICS
@@ -24,7 +24,7 @@ from ragopt.plan import PlanConfig, spec_for, validate_stage_values
 RANK_METRICS = ("recall", "ndcg", "mrr", "precision", "hit")
 CITATION_METRICS = ("citation_precision", "citation_recall", "citation_valid_share", "citation_span_precision",
                     "citation_span_recall", "citation_floor_precision", "citation_floor_span_precision",
-                    "answer_contains_reference", "citation_span_precision_if_correct",
+                    "answer_contains_reference", "answer_lead_contains_reference", "citation_span_precision_if_correct",
                     "citation_floor_span_precision_if_correct")
 
 
@@ -83,6 +83,13 @@ class SweepConfig(StrictModel):
         if not v or any(k <= 0 for k in v):
             raise ValueError("top_k must be a non-empty list of positive integers")
         return sorted(set(v))
+
+    @field_validator("embedders")
+    @classmethod
+    def _known_embedders(cls, v: list[str]) -> list[str]:
+        for model in v:
+            check_embedder_name(model)
+        return v
 
     @field_validator("ray_address")
     @classmethod

@@ -14,6 +14,7 @@ from ragopt.config import StrictModel, knob, trained_split
 from ragopt.plan.spec import BuildContext, StageSpec
 from ragopt.stages.attribute import AttributeConfig
 from ragopt.stages.compress import CompressConfig
+from ragopt.stages.generate_extractive import ExtractiveConfig
 from ragopt.stages.history import HistoryConfig
 from ragopt.stages.prompt import PromptConfig
 from ragopt.stages.rerank import RerankConfig
@@ -30,8 +31,9 @@ class PromptStageConfig(PromptConfig):
     budget_tokens: int = Field(8192, gt=0, description="prompt token budget when no generator sets one")
 
 
-class GenerateConfig(StrictModel):
-    """Which generator answers: none (retrieval only), the extractive one, or a llama.cpp model."""
+class GenerateConfig(ExtractiveConfig):
+    """Which generator answers: none (retrieval only), the extractive one, or a llama.cpp model; the extractive
+    generator's settings (ExtractiveConfig: its sentence-score weights are knobs) serve it and llama's fallback."""
 
     generator: Literal["none", "extractive", "llama"] = knob("none", sweep=["extractive", "llama"])
     citations: Literal["free", "grammar"] = knob("free", sweep=["free", "grammar"],
@@ -120,13 +122,15 @@ def _build_generate(config: GenerateConfig, ctx: BuildContext) -> Any:
         return None
     from ragopt.stages.generate_extractive import ExtractiveGenerator
 
+    extractive = ExtractiveGenerator(ExtractiveConfig.model_validate(config.model_dump(include=set(ExtractiveConfig.model_fields))),
+                                     analyzer=ctx.analyzer(), embedder=ctx.embedder)
     if config.generator == "extractive":
-        return ExtractiveGenerator(analyzer=ctx.analyzer())
+        return extractive
     from ragopt.pipeline import Step
     from ragopt.stages.generate_llama import LlamaGenerator
 
     llama = LlamaGenerator(config.llama_config(), ctx.resources)
-    return [llama.prompt_stage(), Step(llama, fallback=ExtractiveGenerator(analyzer=ctx.analyzer()))]
+    return [llama.prompt_stage(), Step(llama, fallback=extractive)]
 
 
 def _build_rewrite(config: Any, ctx: BuildContext) -> Any:

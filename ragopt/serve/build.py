@@ -45,9 +45,10 @@ class ServeOptions:
     docs: DocsOptions | None = None  # your own documents instead of a dataset's corpus
     split: str = "test"
     retrieval: RetrievalConfig = field(default_factory=RetrievalConfig)
-    auto_retriever: bool = False  # --retriever auto: hybrid, or bm25 for a mostly CJK corpus and an English-only embedder
+    auto_retriever: bool = False  # --retriever auto: see ragopt.backends.embeddings.auto_retrieval
     chunker: ChunkerConfig = field(default_factory=lambda: ChunkerConfig(mode="whole"))
     embedder: EmbedderConfig = field(default_factory=EmbedderConfig)
+    embedder_given: bool = False  # --embedder named one: auto keeps it
     store: StoreConfig = field(default_factory=StoreConfig)
     redis_url: str | None = None
     cache: bool = True
@@ -95,16 +96,17 @@ def _plan_parts(opts: ServeOptions, workspace: Path, resources: Any) -> PlanPart
 
     plan = opts.plan()
     documents = _documents(opts)
+    if opts.saved is None and opts.auto_retriever and documents is not None:
+        from ragopt.backends.embeddings import auto_retrieval
+
+        retrieval, embedder_config, note = auto_retrieval(plan.retrieval, plan.embedder, (d.text for d in documents),
+                                                          embedder_given=opts.embedder_given)
+        if note:
+            print(note, file=sys.stderr)
+        plan = plan.model_copy(update={"retrieval": retrieval, "embedder": embedder_config})
     embedder = make_embedder(workspace, plan.embedder, resources)
     if opts.saved is not None:  # before any index is built or model loaded
         check_saved(opts.saved, documents if not (opts.dataset or opts.docs) else None, embedder.fingerprint)
-    elif opts.auto_retriever and documents is not None:
-        from ragopt.backends.embeddings import auto_retrieval
-
-        retrieval, note = auto_retrieval(plan.retrieval, plan.embedder.model, (d.text for d in documents))
-        if note:
-            print(note, file=sys.stderr)
-        plan = plan.model_copy(update={"retrieval": retrieval})
     index, kb_version = None, "no-kb"
     if documents is not None:
         report = build_index(documents, plan.chunker, embedder, workspace, store_config=opts.store, resources=resources,

@@ -206,7 +206,7 @@ class CompressPassages:
         parts = []
         if self.config.scorer in ("embedder", "both"):
             q = state.query
-            query_vec = self.embedder.encode([q.text], [(q.tenant, q.scopes)])
+            query_vec = self.embedder.encode([q.text], [(q.tenant, q.scopes)], role="query")
             owners = [(hits[i].chunk.tenant, hits[i].chunk.scopes) for i in passage_of]
             encoded = self.embedder.encode(texts, owners)
             state.usage.cache_hits += query_vec.cache_hits + encoded.cache_hits

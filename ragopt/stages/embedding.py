@@ -26,7 +26,7 @@ class EmbedQuery:
 
     def run(self, state: RequestState) -> RequestState:
         q = state.query
-        encoded = self.embedder.encode([q.text], [(q.tenant, q.scopes)], use_cache=self.use_cache)
+        encoded = self.embedder.encode([q.text], [(q.tenant, q.scopes)], use_cache=self.use_cache, role="query")
         state.query_vector = encoded.vectors[0]
         state.usage.cache_hits += encoded.cache_hits
         state.usage.cache_misses += encoded.cache_misses

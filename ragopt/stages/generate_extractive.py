@@ -1,16 +1,23 @@
-"""An extractive answer without an LLM: the sentences of the top passages that best match the question, cited.
+"""An extractive answer without an LLM: the sentences of the top passages that best answer the question, cited.
 
-Deterministic and fast (no model, no clock): the default when no model is available, the fallback when the
+Deterministic and fast (no generation, no clock): the default when no model is available, the fallback when the
 LLM generator fails or runs out of time (`Step(LlamaGenerator(...), fallback=ExtractiveGenerator())`), and
 a baseline in evaluation. Passages are numbered exactly as the LLM prompt numbers them (rank order), so
 `[n]` means the same passage for both generators.
 
-Terms are the BM25 analyzer's (`ragopt.text.analyzers`: stemmed English, segmented Chinese), the one the plan's
-index uses, or the one the passages' script calls for when no analyzer is given.
-
-Sentence score: the summed IDF (over the candidate sentences) of the distinct question terms the sentence
-contains, plus half that for question terms found only in its passage's title (a sentence needs at least one
-match of its own), divided by 1 + 0.15 x (passage number - 1) so better-ranked passages win ties.
+A candidate sentence's score is a weighted sum of three signals, each scaled to [0, 1] over this request's
+candidates (so the weights mean the same whatever the embedder or retriever):
+- meaning: the cosine between the question's embedding (role "query") and the sentence's (role "passage"), by
+  the plan's embedder, each vector cached by model and text like passage embeddings;
+- lexical support: the summed IDF (over the candidate sentences) of the distinct question terms the sentence
+  contains, plus half that for question terms found only in its passage's title. Terms are the BM25
+  analyzer's (`ragopt.text.analyzers`: stemmed English, segmented Chinese), the plan's index's or the one the
+  passages' script calls for;
+- retrieval: its passage's reciprocal rank. Not its score: scores of different retrievers do not compare, and
+  an answer is shared by every retrieval that ranked the same passages in the same order (ragopt.memo).
+The weights are knobs; their defaults were selected on training splits (docs/answers.md says how and on what),
+and `meaning_weight = 0` is the lexical scorer without an embedder. The plan gives the generator its embedder;
+one built without (`ExtractiveGenerator()` as a fallback in code) scores lexical support and rank alone.
 """
 
 from __future__ import annotations
@@ -20,7 +27,9 @@ from collections.abc import Callable
 
 from pydantic import Field
 
-from ragopt.config import StrictModel
+from ragopt.backends.embeddings import Embedder
+from ragopt.backends.exact_store import unit_vectors
+from ragopt.config import StrictModel, knob
 from ragopt.pipeline import RequestState
 from ragopt.stages.citations import parse_citations
 from ragopt.stages.prompt import Passage, number_passages
@@ -28,14 +37,22 @@ from ragopt.text import Analyzer, analyzer_for, sentences, word_spans
 from ragopt.types import Answer
 
 NO_CONTEXT_TEXT = "No passages were retrieved, so there is nothing to answer from."
+# Selected on training splits by scripts/select_answer_weights.py (docs/answers.md), never set by hand.
+DEFAULT_WEIGHTS = {"meaning": 1.0, "lexical": 0.5, "rank": 0.5}
 
 
 class ExtractiveConfig(StrictModel):
     max_passages: int = Field(5, gt=0, description="top passages to draw sentences from")
-    max_sentences: int = Field(2, gt=0)
+    max_sentences: int = knob(2, sweep=[1, 2], gt=0, description="sentences in the answer, each citing its passage")
     max_chars: int = Field(600, gt=0, description="answer length cap")
     min_words: int = Field(4, ge=1, description="shorter sentences (headings, fragments) are skipped when others exist; "
                            "words as whitespace separates them, each Han character counted as one")
+    meaning_weight: float = knob(DEFAULT_WEIGHTS["meaning"], sweep=[0.0, 0.5, 1.0], ge=0, le=1,
+                                 description="weight of the sentence's meaning against the question (embedder cosine)")
+    lexical_weight: float = knob(DEFAULT_WEIGHTS["lexical"], sweep=[0.0, 0.5, 1.0], ge=0, le=1,
+                                 description="weight of the question's words the sentence contains (IDF)")
+    rank_weight: float = knob(DEFAULT_WEIGHTS["rank"], sweep=[0.0, 0.5, 1.0], ge=0, le=1,
+                              description="weight of the sentence's passage's retrieval rank and score")
 
 
 class ExtractiveGenerator:
@@ -43,10 +60,23 @@ class ExtractiveGenerator:
     reads = ("query", "hits")
     writes = ("answer",)
 
-    def __init__(self, config: ExtractiveConfig | None = None, name: str = "extractive", analyzer: Analyzer | None = None):
+    def __init__(self, config: ExtractiveConfig | None = None, name: str = "extractive", analyzer: Analyzer | None = None,
+                 embedder: Embedder | None = None):
         self.config = config or ExtractiveConfig()
         self.name = name
         self.analyzer = analyzer
+        self.embedder = embedder
+
+    @property
+    def reads_meaning(self) -> bool:
+        """Meaning needs an embedder (the plan gives its own); one built without scores words and rank alone."""
+        return self.embedder is not None and self.config.meaning_weight > 0
+
+    def identity(self) -> dict[str, object]:
+        """What decides the answer besides the passages: the config and, when meaning counts, the embedder."""
+        return {"class": f"{type(self).__module__}.{type(self).__qualname__}", "name": self.name,
+                "config": self.config.model_dump(mode="json"),
+                "embedder": self.embedder.fingerprint if self.embedder is not None and self.reads_meaning else None}
 
     def run(self, state: RequestState) -> RequestState:
         cfg = self.config
@@ -60,14 +90,13 @@ class ExtractiveGenerator:
 
         terms = self.analyzer or analyzer_for(p.text for p in passages)
         candidates, title_terms = _candidates(passages, terms)
-        q_terms = set(terms(state.query.text))
-        score = _sentence_score(candidates, title_terms, q_terms)
         long_enough = [c for c in candidates if len(word_spans(c[2])) >= cfg.min_words] or candidates
-        ranked = sorted(long_enough, key=lambda c: (-score(c), c[0], c[1]))
-        chosen = [c for c in ranked if score(c) > 0][: cfg.max_sentences]
-        overlap = bool(chosen)
-        if not chosen:  # nothing matches: the retriever's best guess, its first sentence
-            chosen = [min(long_enough, key=lambda c: (c[0], c[1]))]
+        lexical = _lexical(long_enough, title_terms, set(terms(state.query.text)))
+        meaning = self._meaning(state, passages, long_enough) if self.reads_meaning else [0.0] * len(long_enough)
+        retrieval = _retrieval_prior(passages)
+        score = {(c[0], c[1]): cfg.meaning_weight * m + cfg.lexical_weight * x + cfg.rank_weight * retrieval[c[0]]
+                 for c, m, x in zip(long_enough, _scaled(meaning), _scaled(lexical))}
+        chosen = sorted(long_enough, key=lambda c: (-score[(c[0], c[1])], c[0], c[1]))[: cfg.max_sentences]
 
         pieces = _cited_pieces(chosen, cfg.max_chars, state.on_token)
         text = " ".join(pieces)
@@ -77,11 +106,22 @@ class ExtractiveGenerator:
             {
                 "candidate_sentences": len(candidates),
                 "selected_sentences": len(pieces),
-                "question_overlap": overlap,
+                "question_overlap": any(lexical),
                 "passages_considered": [p.chunk_id for p in passages],
             }
         )
         return state
+
+    def _meaning(self, state: RequestState, passages: list[Passage], candidates: list[_Candidate]) -> list[float]:
+        """Cosine of each candidate sentence with the question, through the embedder's cache."""
+        assert self.embedder is not None  # reads_meaning
+        q = state.query
+        chunks = {p.number: p.hit.chunk for p in passages}
+        query = self.embedder.encode([q.text], [(q.tenant, q.scopes)], role="query")
+        encoded = self.embedder.encode([c[2] for c in candidates], [(chunks[c[0]].tenant, chunks[c[0]].scopes) for c in candidates])
+        state.usage.cache_hits += query.cache_hits + encoded.cache_hits
+        state.usage.cache_misses += query.cache_misses + encoded.cache_misses
+        return [float(v) for v in unit_vectors(encoded.vectors) @ unit_vectors(query.vectors)[0]]
 
 
 _Candidate = tuple[int, int, str, set[str]]  # (passage number, sentence index, text, terms)
@@ -98,9 +138,9 @@ def _candidates(passages: list[Passage], terms: Analyzer) -> tuple[list[_Candida
     return candidates, title_terms
 
 
-def _sentence_score(candidates: list[_Candidate], title_terms: dict[int, set[str]],
-                    q_terms: set[str]) -> Callable[[_Candidate], float]:
-    """The sentence score of the module docstring, its IDF counted over the candidate sentences."""
+def _lexical(candidates: list[_Candidate], title_terms: dict[int, set[str]], q_terms: set[str]) -> list[float]:
+    """Lexical support of each candidate (module docstring), its IDF counted over the candidate sentences; 0 for a
+    sentence without a question term of its own (its title alone does not make it an answer)."""
     df: dict[str, int] = {}
     for *_, ts in candidates:
         for t in ts & q_terms:
@@ -110,14 +150,27 @@ def _sentence_score(candidates: list[_Candidate], title_terms: dict[int, set[str
     def idf(t: str) -> float:
         return math.log(1 + n / df.get(t, 1))
 
-    def score(c: _Candidate) -> float:
-        matched = c[3] & q_terms
-        from_title = (title_terms[c[0]] & q_terms) - matched  # the title gives a sentence its context
+    out = []
+    for number, _, _, ts in candidates:
+        matched = ts & q_terms
+        from_title = (title_terms[number] & q_terms) - matched  # the title gives a sentence its context
         # summed in sorted order: a set's order changes with the process's hash seed, and float sums with order
         content = sum(idf(t) for t in sorted(matched)) + 0.5 * sum(idf(t) for t in sorted(from_title))
-        return content / (1 + 0.15 * (c[0] - 1)) if matched else 0.0
+        out.append(content if matched else 0.0)
+    return out
 
-    return score
+
+def _retrieval_prior(passages: list[Passage]) -> dict[int, float]:
+    """Per passage number: its reciprocal rank."""
+    return {p.number: 1 / p.number for p in passages}
+
+
+def _scaled(values: list[float]) -> list[float]:
+    """Min-max scaled to [0, 1]; all equal (nothing to tell apart) -> all 0."""
+    if not values:
+        return []
+    low, high = min(values), max(values)
+    return [0.0] * len(values) if high <= low else [(v - low) / (high - low) for v in values]
 
 
 def _cited_pieces(chosen: list[_Candidate], max_chars: int, on_token: Callable[[str], None] | None) -> list[str]:

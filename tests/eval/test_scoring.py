@@ -1,7 +1,10 @@
 from ragopt.data import EvalQuery, EvalSet, Evidence
 from ragopt.eval.executor import QueryOutcome
 from ragopt.eval.scoring import citation_scores, contains_reference
-from ragopt.types import Answer, Citation, Query
+from ragopt.types import Answer, Citation, Document, Query
+
+# passage "a" is chars 0-50, "b" chars 50-100; the reference "mmol/L" is at chars 14-20, in "a"'s lead
+DOC_TEXT = "Glucose is in mmol/L in the north lab, stored as".ljust(50) + "decimal value with one digit after the point.".ljust(50)
 
 
 def _outcome(qid: str, text: str, cited: str) -> QueryOutcome:
@@ -14,7 +17,7 @@ def _outcome(qid: str, text: str, cited: str) -> QueryOutcome:
 def _evalset(references: dict[str, str | None]) -> EvalSet:
     queries = [EvalQuery(query=Query(text="q", id=qid), relevance={"d1": 1}, evidence=[Evidence(doc_id="d1", start=60, end=70)],
                          reference_answer=ref) for qid, ref in references.items()]
-    return EvalSet(name="t", source="t", documents=[], queries=queries)
+    return EvalSet(name="t", source="t", documents=[Document(id="d1", text=DOC_TEXT)], queries=queries)
 
 
 def test_contains_reference_ignores_case_and_whitespace():
@@ -33,8 +36,17 @@ def test_precision_if_correct_counts_only_answers_that_state_their_reference():
     assert scores["citation_floor_span_precision_if_correct"] == [0.0, None]
 
 
+def test_the_lead_floor_is_the_top_passage_cut_to_the_answers_length_without_markers():
+    long_answer = _outcome("long", "It is in mmol/L [2].", "b")  # 15 characters without its marker
+    short_answer = _outcome("short", "mg/dL [1].", "a")  # 5: the lead "Gluco" misses the reference
+    scores = citation_scores([long_answer, short_answer], _evalset({"long": "mmol/L", "short": "mmol/L"}))
+    assert scores["answer_lead_contains_reference"] == [0.0, 0.0]  # "Glucose is in m": cut before the reference
+    longer = _outcome("longer", "The value is in mmol/L here [2].", "b")  # 27 characters: the lead holds it
+    assert citation_scores([longer], _evalset({"longer": "mmol/L"}))["answer_lead_contains_reference"] == [1.0]
+
+
 def test_no_reference_answer_leaves_the_correctness_pair_undefined():
     scores = citation_scores([_outcome("q1", "It is in mmol/L [2].", "b")], _evalset({"q1": None}))
-    assert scores["answer_contains_reference"] == [None]
+    assert scores["answer_contains_reference"] == [None] and scores["answer_lead_contains_reference"] == [None]
     assert scores["citation_span_precision_if_correct"] == [None]
     assert scores["citation_span_precision"] == [1.0]

@@ -1,0 +1,190 @@
+"""Select the extractive answerer's sentence-score weights on training splits, then report its answer figures on
+the held-out ones beside their floors (docs/answers.md).
+
+    python scripts/select_answer_weights.py [--data ../shared/data] [--json] [--workspace DIR]
+
+Three labelled sets, each split so that nothing reported was seen while selecting:
+- SciFact: selected on train, reported on test; span citation precision against the rationale sentences.
+- CMRC 2018 dev: a seeded holdout (half); answer-contains-reference and span citation precision.
+- HotpotQA dev500: a seeded holdout (half); answer-contains-reference and document citation precision against
+  the supporting paragraphs.
+Retrieval is BM25 (the analyzer `auto` picks: jieba words on CMRC), top 5 whole documents; sentence meaning uses
+the embedder `--retriever auto` picks for the corpus (all-MiniLM-L6-v2 for English, the bundled
+multilingual-e5-small for Chinese). Selection uses a seeded sample of at most 300 queries per set, reporting at
+most 500 (CMRC's holdout is 1,610). Every weight combination of the grid answers every selection query; the one with the largest summed margin over the floors, averaged over the
+three sets, becomes the default (ties: the simpler, by grid order). Each figure is printed with its floor and the
+95% paired bootstrap interval of the difference; "above" only when that interval lies above zero.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from ragopt.errors import InputError  # noqa: E402
+
+GRID = [0.0, 0.25, 0.5, 1.0]  # each weight; combinations equal up to scale (and all zero) are left out
+SENTENCES = [1, 2]
+SEED = 0
+MAX_SELECTION_QUERIES = 300  # a seeded sample of each selection split (the cost is every combination x query)
+MAX_REPORT_QUERIES = 500
+# (name, folder under --data, selection split or None for a holdout, report split, [(figure, floor)])
+SETS = [
+    ("scifact", "scifact", "train", "test", [("citation_span_precision", "citation_floor_span_precision")]),
+    ("cmrc2018_dev", "cmrc2018_dev", None, "test", [("answer_contains_reference", "answer_lead_contains_reference"),
+                                                   ("citation_span_precision", "citation_floor_span_precision")]),
+    ("hotpotqa_dev500", "hotpotqa_dev500/beir_format", None, "test",
+     [("answer_contains_reference", "answer_lead_contains_reference"), ("citation_precision", "citation_floor_precision")]),
+]
+HOLDOUT = 0.5
+TOP_K = 5
+
+
+def _parse(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--data", default=str(ROOT.parent / "shared" / "data"), help="folder holding the three datasets")
+    p.add_argument("--workspace", default=None, help="ragopt workspace (indexes, embedding cache)")
+    p.add_argument("--json", action="store_true", help="one JSON object instead of the table")
+    return p.parse_args(argv)
+
+
+def _splits(folder: Path, select: str | None, report: str) -> tuple[Any, Any]:
+    from ragopt.data import load_evalset
+    from ragopt.eval.heldout import split_holdout
+
+    if select is not None:
+        selection, held = load_evalset(str(folder), split=select), load_evalset(str(folder), split=report)
+    else:
+        selection, held = split_holdout(load_evalset(str(folder), split=report), HOLDOUT, SEED)
+    return _sample(selection, MAX_SELECTION_QUERIES), _sample(held, MAX_REPORT_QUERIES)
+
+
+def _sample(evalset: Any, most: int) -> Any:
+    """A seeded sample of at most `most` queries."""
+    from ragopt.eval.heldout import split_holdout
+
+    if len(evalset.queries) <= most:
+        return evalset
+    return split_holdout(evalset, most / len(evalset.queries), SEED)[1]
+
+
+def _plan_parts(evalset: Any, workspace: Path) -> tuple[Any, Any, Any]:
+    """(BM25 retrieval, the embedder `--retriever auto` picks for this corpus, index report)."""
+    from ragopt.backends.embeddings import auto_retrieval
+    from ragopt.config import ChunkerConfig, EmbedderConfig, RetrievalConfig
+    from ragopt.index import build_index, make_embedder
+
+    retrieval = RetrievalConfig(retriever="bm25", top_k=TOP_K)
+    _, embedder_config, _ = auto_retrieval(retrieval, EmbedderConfig(), (d.text for d in evalset.documents),
+                                           embedder_given=False)
+    embedder = make_embedder(workspace, embedder_config)
+    report = build_index(evalset.documents, ChunkerConfig(mode="whole"), embedder, workspace, progress=True, dense=False)
+    return retrieval, embedder, report
+
+
+def _answer(evalset: Any, parts: tuple[Any, Any, Any], weights: dict[str, Any], workspace: Path, memo: Any) -> dict[str, list]:
+    """Per-query citation and answer figures (with their floors) of the extractive answerer at `weights`."""
+    from ragopt.eval.executor import run_trial
+    from ragopt.eval.scoring import citation_scores
+    from ragopt.pipeline import Pipeline
+    from ragopt.plan import PlanConfig, steps_by_slot
+    from ragopt.plan.assemble import SLOTS
+
+    retrieval, embedder, report = parts
+    plan = PlanConfig(chunker=report.index.manifest.chunker, embedder=embedder.config, retrieval=retrieval,
+                      stages={"generate": {"generator": "extractive", **weights}})
+    by_slot = steps_by_slot(plan, report.index, embedder, workspace)
+    pipeline = Pipeline([step for slot in SLOTS for step in by_slot[slot]], memo=memo)
+    outcomes, _ = run_trial(pipeline, [q.query for q in evalset.queries])
+    return citation_scores(outcomes, evalset)
+
+
+def _margin(per_query: dict[str, list], pairs: list[tuple[str, str]]) -> float:
+    """Summed mean difference figure - floor over the pairs (queries where both are defined)."""
+    total = 0.0
+    for figure, floor in pairs:
+        diffs = [a - b for a, b in zip(per_query[figure], per_query[floor]) if a is not None and b is not None]
+        total += sum(diffs) / len(diffs) if diffs else 0.0
+    return total
+
+
+def _grid() -> list[dict[str, Any]]:
+    """Weight combinations, one per direction: a score scaled by a constant picks the same sentences."""
+    combos, seen = [], set()
+    for n, (m, x, r) in itertools.product(SENTENCES, itertools.product(GRID, GRID, GRID)):
+        top = max(m, x, r)
+        direction = (n, *(round(w / top, 6) for w in (m, x, r))) if top else None
+        if direction is None or direction in seen:
+            continue
+        seen.add(direction)
+        combos.append({"meaning_weight": m, "lexical_weight": x, "rank_weight": r, "max_sentences": n})
+    return combos
+
+
+def _figure_rows(name: str, per_query: dict[str, list], pairs: list[tuple[str, str]]) -> list[dict[str, Any]]:
+    from ragopt.eval.bootstrap import paired_bootstrap_ci
+    from ragopt.eval.metrics import mean
+
+    rows = []
+    for figure, floor in pairs:
+        ci = paired_bootstrap_ci(per_query[figure], per_query[floor])
+        rows.append({"set": name, "figure": figure, "value": mean(per_query[figure]), "floor": mean(per_query[floor]),
+                     "diff": ci.mean_diff, "ci_low": ci.low, "ci_high": ci.high, "n": ci.n, "above": ci.low > 0})
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parse(argv)
+    from ragopt.memo import StageMemo
+    from ragopt.workspace import workspace_dir
+
+    workspace = workspace_dir(args.workspace)
+    data = Path(args.data)
+    for _, folder, *_ in SETS:
+        if not (data / folder).is_dir():
+            raise InputError("dataset folder not found", path=data / folder, field="--data")
+    grid = _grid()
+    loaded = []
+    for name, folder, select, report, pairs in SETS:
+        selection, held = _splits(data / folder, select, report)
+        parts = _plan_parts(selection, workspace)
+        loaded.append((name, selection, held, parts, pairs, StageMemo()))
+    margins: dict[int, list[float]] = {i: [] for i in range(len(grid))}
+    for name, selection, _, parts, pairs, memo in loaded:
+        for i, weights in enumerate(grid):
+            print(f"{name}: combination {i + 1}/{len(grid)}", file=sys.stderr, end="\r")
+            margins[i].append(_margin(_answer(selection, parts, weights, workspace, memo), pairs))
+        print(file=sys.stderr)
+    best = max(range(len(grid)), key=lambda i: (sum(margins[i]) / len(SETS), -i))
+    chosen = grid[best]
+    rows = []
+    for name, _, held, parts, pairs, memo in loaded:
+        rows += _figure_rows(name, _answer(held, parts, chosen, workspace, memo), pairs)
+        rows += [dict(r, figure=r["figure"] + " (lexical scorer)") for r in _figure_rows(
+            name, _answer(held, parts, {**chosen, "meaning_weight": 0.0}, workspace, memo), pairs)]
+    out = {"selected": chosen, "selection_margin": sum(margins[best]) / len(SETS), "rows": rows}
+    if args.json:
+        print(json.dumps(out))
+        return 0
+    print(f"selected on the training splits: {chosen} (mean summed margin over floors {out['selection_margin']:+.4f})")
+    print(f"{'set':<16}{'figure':<48}{'value':>8}{'floor':>8}{'diff [95% CI]':>28}{'n':>6}  above floor")
+    for r in rows:
+        ci = f"{r['diff']:+.3f} [{r['ci_low']:+.3f}, {r['ci_high']:+.3f}]"
+        print(f"{r['set']:<16}{r['figure']:<48}{r['value']:>8.3f}{r['floor']:>8.3f}{ci:>28}{r['n']:>6}  "
+              f"{'yes' if r['above'] else 'no'}")
+    return 0
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main())
+    except InputError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        sys.exit(2)
