@@ -9,7 +9,7 @@ import tomllib
 from pathlib import Path
 from typing import Any, Literal, Sequence, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from ragopt.errors import InputError
 
@@ -85,10 +85,11 @@ class EmbedderConfig(StrictModel):
     threads: int | None = Field(None, description="torch threads; pin to 1 when measuring")
     device: Literal["auto", "cpu", "cuda"] = Field("auto", description="auto = cuda when torch sees a GPU, else cpu")
 
-    @model_validator(mode="after")
-    def _known_model(self) -> "EmbedderConfig":
-        check_embedder_name(self.model)
-        return self
+    @field_validator("model")
+    @classmethod
+    def _known_model(cls, model: str) -> str:
+        check_embedder_name(model)
+        return model
 
 
 def check_embedder_name(model: str) -> None:

@@ -10,8 +10,10 @@ Three labelled sets, each split so that nothing reported was seen while selectin
   the supporting paragraphs.
 Retrieval is BM25 (the analyzer `auto` picks: jieba words on CMRC), top 5 whole documents; sentence meaning uses
 the embedder `--retriever auto` picks for the corpus (all-MiniLM-L6-v2 for English, the bundled
-multilingual-e5-small for Chinese). Selection uses a seeded sample of at most 300 queries per set, reporting at
-most 500 (CMRC's holdout is 1,610). Every weight combination of the grid answers every selection query; the one with the largest summed margin over the floors, averaged over the
+multilingual-e5-small for Chinese). On this shared 2-core machine embedding every candidate sentence is the cost,
+so selection uses a seeded sample of at most 100 queries per set and reporting at most 150. Every weight
+combination of the grid answers every selection query; the one with the largest summed margin over the floors,
+averaged over the
 three sets, becomes the default (ties: the simpler, by grid order). Each figure is printed with its floor and the
 95% paired bootstrap interval of the difference; "above" only when that interval lies above zero.
 """
@@ -33,8 +35,8 @@ from ragopt.errors import InputError  # noqa: E402
 GRID = [0.0, 0.25, 0.5, 1.0]  # each weight; combinations equal up to scale (and all zero) are left out
 SENTENCES = [1, 2]
 SEED = 0
-MAX_SELECTION_QUERIES = 300  # a seeded sample of each selection split (the cost is every combination x query)
-MAX_REPORT_QUERIES = 500
+MAX_SELECTION_QUERIES = 100  # a seeded sample of each selection split (the cost is every combination x query)
+MAX_REPORT_QUERIES = 150
 # (name, folder under --data, selection split or None for a holdout, report split, [(figure, floor)])
 SETS = [
     ("scifact", "scifact", "train", "test", [("citation_span_precision", "citation_floor_span_precision")]),
@@ -52,10 +54,25 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--data", default=str(ROOT.parent / "shared" / "data"), help="folder holding the three datasets")
     p.add_argument("--workspace", default=None, help="ragopt workspace (indexes, embedding cache)")
     p.add_argument("--json", action="store_true", help="one JSON object instead of the table")
-    return p.parse_args(argv)
+    p.add_argument("--meaning", choices=["on", "off"], default="on",
+                   help="off: select lexical and rank weights only (meaning_weight 0), without embedding a sentence")
+    p.add_argument("--select-queries", type=int, default=MAX_SELECTION_QUERIES, help="most selection queries per set")
+    p.add_argument("--report-queries", type=int, default=MAX_REPORT_QUERIES, help="most reported queries per set")
+    p.add_argument("--sets", default=",".join(e[0] for e in SETS),
+                   help="comma-separated sets to select and report on (default: all three)")
+    args = p.parse_args(argv)
+    for flag in ("select_queries", "report_queries"):
+        if getattr(args, flag) < 1:
+            raise InputError("must be a positive number of queries", field="--" + flag.replace("_", "-"))
+    args.sets = [name.strip() for name in args.sets.split(",") if name.strip()]
+    unknown = [n for n in args.sets if n not in {e[0] for e in SETS}]
+    if unknown or not args.sets:
+        raise InputError(f"unknown set {unknown[0] if unknown else '(none)'}; known: {', '.join(e[0] for e in SETS)}",
+                         field="--sets")
+    return args
 
 
-def _splits(folder: Path, select: str | None, report: str) -> tuple[Any, Any]:
+def _splits(folder: Path, select: str | None, report: str, most: tuple[int, int]) -> tuple[Any, Any]:
     from ragopt.data import load_evalset
     from ragopt.eval.heldout import split_holdout
 
@@ -63,7 +80,7 @@ def _splits(folder: Path, select: str | None, report: str) -> tuple[Any, Any]:
         selection, held = load_evalset(str(folder), split=select), load_evalset(str(folder), split=report)
     else:
         selection, held = split_holdout(load_evalset(str(folder), split=report), HOLDOUT, SEED)
-    return _sample(selection, MAX_SELECTION_QUERIES), _sample(held, MAX_REPORT_QUERIES)
+    return _sample(selection, most[0]), _sample(held, most[1])
 
 
 def _sample(evalset: Any, most: int) -> Any:
@@ -89,20 +106,40 @@ def _plan_parts(evalset: Any, workspace: Path) -> tuple[Any, Any, Any]:
     return retrieval, embedder, report
 
 
-def _answer(evalset: Any, parts: tuple[Any, Any, Any], weights: dict[str, Any], workspace: Path, memo: Any) -> dict[str, list]:
-    """Per-query citation and answer figures (with their floors) of the extractive answerer at `weights`."""
-    from ragopt.eval.executor import run_trial
-    from ragopt.eval.scoring import citation_scores
-    from ragopt.pipeline import Pipeline
-    from ragopt.plan import PlanConfig, steps_by_slot
-    from ragopt.plan.assemble import SLOTS
+def _signals(evalset: Any, parts: tuple[Any, Any, Any], workspace: Path, meaning: bool) -> list[tuple[Any, list, Any]]:
+    """Per query: (ranking, numbered passages, sentence signals), computed once: every weight combination then
+    chooses from the same signals, exactly as ExtractiveGenerator.run would (ragopt.stages.generate_extractive)."""
+    from ragopt.pipeline import RequestState
+    from ragopt.plan import PlanConfig, pipeline_for
+    from ragopt.stages.generate_extractive import ExtractiveConfig, ExtractiveGenerator
+    from ragopt.stages.prompt import number_passages
 
     retrieval, embedder, report = parts
-    plan = PlanConfig(chunker=report.index.manifest.chunker, embedder=embedder.config, retrieval=retrieval,
-                      stages={"generate": {"generator": "extractive", **weights}})
-    by_slot = steps_by_slot(plan, report.index, embedder, workspace)
-    pipeline = Pipeline([step for slot in SLOTS for step in by_slot[slot]], memo=memo)
-    outcomes, _ = run_trial(pipeline, [q.query for q in evalset.queries])
+    plan = PlanConfig(chunker=report.index.manifest.chunker, embedder=embedder.config, retrieval=retrieval)
+    pipeline = pipeline_for(plan, report.index, embedder, workspace)
+    generator = ExtractiveGenerator(ExtractiveConfig(meaning_weight=1.0), analyzer=report.index.analyzer(retrieval.bm25),
+                                    embedder=embedder if meaning else None)
+    out = []
+    for i, q in enumerate(evalset.queries):
+        print(f"{evalset.name}: signals {i + 1}/{len(evalset.queries)}", file=sys.stderr, end="\r")
+        hits = pipeline.run(q.query).hits
+        passages = number_passages(hits, limit=generator.config.max_passages, max_chars=None)
+        ranking = [(h.chunk.id, h.chunk.doc_id, h.chunk.start, h.chunk.end, h.score) for h in hits]
+        out.append((ranking, passages, generator.signals(RequestState(query=q.query, hits=hits), passages)))
+    print(file=sys.stderr)
+    return out
+
+
+def _answer(evalset: Any, signals: list[tuple[Any, list, Any]], weights: dict[str, Any]) -> dict[str, list]:
+    """Per-query citation and answer figures (with their floors) of the extractive answerer at `weights`."""
+    from ragopt.eval.executor import QueryOutcome
+    from ragopt.eval.scoring import citation_scores
+    from ragopt.stages.generate_extractive import ExtractiveConfig, extractive_answer
+
+    config = ExtractiveConfig(**weights)
+    outcomes = [QueryOutcome(query_id=q.query.id, ranking=ranking, stage_ms={},
+                             answer=extractive_answer(sig, passages, config).model_dump() if passages else None)
+                for q, (ranking, passages, sig) in zip(evalset.queries, signals)]
     return citation_scores(outcomes, evalset)
 
 
@@ -115,10 +152,10 @@ def _margin(per_query: dict[str, list], pairs: list[tuple[str, str]]) -> float:
     return total
 
 
-def _grid() -> list[dict[str, Any]]:
+def _grid(meaning: bool) -> list[dict[str, Any]]:
     """Weight combinations, one per direction: a score scaled by a constant picks the same sentences."""
     combos, seen = [], set()
-    for n, (m, x, r) in itertools.product(SENTENCES, itertools.product(GRID, GRID, GRID)):
+    for n, (m, x, r) in itertools.product(SENTENCES, itertools.product(GRID if meaning else [0.0], GRID, GRID)):
         top = max(m, x, r)
         direction = (n, *(round(w / top, 6) for w in (m, x, r))) if top else None
         if direction is None or direction in seen:
@@ -142,38 +179,41 @@ def _figure_rows(name: str, per_query: dict[str, list], pairs: list[tuple[str, s
 
 def main(argv: list[str] | None = None) -> int:
     args = _parse(argv)
-    from ragopt.memo import StageMemo
     from ragopt.workspace import workspace_dir
 
     workspace = workspace_dir(args.workspace)
     data = Path(args.data)
-    for _, folder, *_ in SETS:
+    chosen_sets = [entry for entry in SETS if entry[0] in args.sets]
+    for _, folder, *_ in chosen_sets:
         if not (data / folder).is_dir():
             raise InputError("dataset folder not found", path=data / folder, field="--data")
-    grid = _grid()
+    meaning = args.meaning == "on"
+    grid = _grid(meaning)
     loaded = []
-    for name, folder, select, report, pairs in SETS:
-        selection, held = _splits(data / folder, select, report)
+    for name, folder, select, report, pairs in chosen_sets:
+        selection, held = _splits(data / folder, select, report, (args.select_queries, args.report_queries))
         parts = _plan_parts(selection, workspace)
-        loaded.append((name, selection, held, parts, pairs, StageMemo()))
-    margins: dict[int, list[float]] = {i: [] for i in range(len(grid))}
-    for name, selection, _, parts, pairs, memo in loaded:
-        for i, weights in enumerate(grid):
-            print(f"{name}: combination {i + 1}/{len(grid)}", file=sys.stderr, end="\r")
-            margins[i].append(_margin(_answer(selection, parts, weights, workspace, memo), pairs))
-        print(file=sys.stderr)
-    best = max(range(len(grid)), key=lambda i: (sum(margins[i]) / len(SETS), -i))
+        loaded.append((name, selection, held, parts, pairs, _signals(selection, parts, workspace, meaning)))
+    margins = [sum(_margin(_answer(selection, sig, w), pairs) for _, selection, _, _, pairs, sig in loaded) / len(loaded)
+               for w in grid]
+    best = max(range(len(grid)), key=lambda i: (margins[i], -i))
     chosen = grid[best]
     rows = []
-    for name, _, held, parts, pairs, memo in loaded:
-        rows += _figure_rows(name, _answer(held, parts, chosen, workspace, memo), pairs)
-        rows += [dict(r, figure=r["figure"] + " (lexical scorer)") for r in _figure_rows(
-            name, _answer(held, parts, {**chosen, "meaning_weight": 0.0}, workspace, memo), pairs)]
-    out = {"selected": chosen, "selection_margin": sum(margins[best]) / len(SETS), "rows": rows}
+    for name, _, held, parts, pairs, _ in loaded:
+        sig = _signals(held, parts, workspace, meaning)
+        rows += _figure_rows(name, _answer(held, sig, chosen), pairs)
+        if meaning:
+            rows += [dict(r, figure=r["figure"] + " (lexical scorer)")
+                     for r in _figure_rows(name, _answer(held, sig, {**chosen, "meaning_weight": 0.0}), pairs)]
+    out = {"selected": chosen, "selection_margin": margins[best], "sets": [e[0] for e in chosen_sets],
+           "queries": {name: [len(selection.queries), len(held.queries)] for name, selection, held, *_ in loaded},
+           "ranking": sorted(({"weights": w, "margin": m} for w, m in zip(grid, margins)), key=lambda r: -r["margin"])[:10],
+           "rows": rows}
     if args.json:
         print(json.dumps(out))
         return 0
-    print(f"selected on the training splits: {chosen} (mean summed margin over floors {out['selection_margin']:+.4f})")
+    print(f"selected on the training splits of {', '.join(out['sets'])}: {chosen} "
+          f"(mean summed margin over floors {out['selection_margin']:+.4f})")
     print(f"{'set':<16}{'figure':<48}{'value':>8}{'floor':>8}{'diff [95% CI]':>28}{'n':>6}  above floor")
     for r in rows:
         ci = f"{r['diff']:+.3f} [{r['ci_low']:+.3f}, {r['ci_high']:+.3f}]"

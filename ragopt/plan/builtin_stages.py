@@ -85,7 +85,7 @@ def _build_cite(config: CiteConfig, ctx: BuildContext) -> Any:
         return None
     from ragopt.stages.attribute import AttributeCitations
 
-    return AttributeCitations(config, analyzer=ctx.analyzer())
+    return AttributeCitations(config, analyzer=ctx.analyzer(), embedder=ctx.embedder)
 
 
 def _build_compress(config: Any, ctx: BuildContext) -> Any:

@@ -31,6 +31,10 @@ import math
 import re
 from typing import Literal, Mapping, Sequence
 
+import numpy as np
+
+from ragopt.backends.embeddings import Embedder
+from ragopt.backends.exact_store import unit_vectors
 from ragopt.config import StrictModel, knob
 from ragopt.pipeline import RequestState
 from ragopt.stages.citations import marker_spans, parse_citations, strip_markers
@@ -38,6 +42,8 @@ from ragopt.stages.prompt import FittedPrompt, Passage, PromptConfig, number_pas
 from ragopt.text import Analyzer, analyzer_for, sentence_spans
 from ragopt.types import Chunk
 
+# Selected on SciFact's train claims by scripts/select_answer_weights.py --attribution (docs/answers.md).
+DEFAULT_MEANING_WEIGHT = 0.0
 _TERMINAL = re.compile(r"[.!?。！？；…]+[\"')\]”’」』）》]*$")
 
 
@@ -48,6 +54,9 @@ class AttributeConfig(StrictModel):
     min_support: float = knob(0.2, sweep=[0.1, 0.2, 0.4], ge=0, le=1, description="least weighted word share a cited passage must cover")
     rank_margin: float = knob(0.0, sweep=[0.0, 0.1, 0.2], ge=0, le=1,
                               description="cite the best-ranked passage whose support is within this of the best")
+    meaning_weight: float = knob(DEFAULT_MEANING_WEIGHT, sweep=[0.0, 0.5, 1.0], ge=0, le=1,
+                                 description="share of a passage's support that is meaning (embedder cosine of sentence "
+                                             "and passage) rather than shared words")
 
 
 def choose_passage(support: dict[int, float], min_support: float, rank_margin: float) -> int | None:
@@ -77,11 +86,19 @@ class AttributeCitations:
     writes = ("answer",)
 
     def __init__(self, config: AttributeConfig | None = None, prompt: PromptConfig | None = None, name: str = "attribute",
-                 analyzer: Analyzer | None = None):
+                 analyzer: Analyzer | None = None, embedder: Embedder | None = None):
         self.config = config or AttributeConfig()
         self.prompt = prompt or PromptConfig()
         self.name = name
         self.analyzer = analyzer
+        self.embedder = embedder  # the plan's; without one, support is shared words alone
+
+    def identity(self) -> dict[str, object]:
+        """What decides the citations besides the request: the config and, when meaning counts, the embedder."""
+        meaning = self.embedder is not None and self.config.meaning_weight > 0
+        return {"class": f"{type(self).__module__}.{type(self).__qualname__}", "name": self.name,
+                "config": self.config.model_dump(mode="json"), "prompt": self.prompt.model_dump(mode="json"),
+                "embedder": self.embedder.fingerprint if meaning else None}
 
     def passages(self, state: RequestState) -> list[Passage]:
         if isinstance(state.prompt, FittedPrompt):
@@ -110,12 +127,12 @@ class AttributeCitations:
         cfg = self.config
         terms = self.analyzer or analyzer_for(p.text for p in passages)
         if cfg.mode == "answer":  # one citation for the whole answer, after its last sentence
-            whole = choose_passage(self._support([" ".join(cores)], passages, terms)[0], cfg.min_support, cfg.rank_margin)
+            whole = choose_passage(self.support(state, [" ".join(cores)], passages, terms)[0], cfg.min_support, cfg.rank_margin)
             last = max((i for i, core in enumerate(cores) if core), default=None)
             picks = [[whole] if i == last and whole is not None else [] for i in range(len(cores))]
         else:
             picks = [[] if (n := choose_passage(s, cfg.min_support, cfg.rank_margin)) is None else [n]
-                     for s in self._support(cores, passages, terms)]
+                     for s in self.support(state, cores, passages, terms)]
         repaired = added = replaced = 0
         pieces: list[str] = []
         for i, core in enumerate(cores):
@@ -148,9 +165,24 @@ class AttributeCitations:
         )
         return state
 
-    @staticmethod
-    def _support(sentences: Sequence[str], passages: Sequence[Passage], terms: Analyzer) -> list[dict[int, float]]:
-        return word_support(sentences, {p.number: f"{p.hit.chunk.title} {p.text}" for p in passages}, terms)
+    def support(self, state: RequestState, sentences: Sequence[str], passages: Sequence[Passage],
+                terms: Analyzer) -> list[dict[int, float]]:
+        """Per sentence: {passage number: support}, the weighted share of its words found in the passage, blended
+        with `meaning_weight` of the sentence-passage cosine (below zero counts as zero)."""
+        words = word_support(sentences, {p.number: f"{p.hit.chunk.title} {p.text}" for p in passages}, terms)
+        w = self.config.meaning_weight
+        if self.embedder is None or w == 0 or not sentences:
+            return words
+        q = state.query
+        said = self.embedder.encode(list(sentences), [(q.tenant, q.scopes)] * len(sentences), role="query")
+        # the passages' own indexed texts: cache hits when the index was embedded by this embedder
+        given = self.embedder.encode([p.hit.chunk.indexed_text for p in passages],
+                                     [(p.hit.chunk.tenant, p.hit.chunk.scopes) for p in passages])
+        state.usage.cache_hits += said.cache_hits + given.cache_hits
+        state.usage.cache_misses += said.cache_misses + given.cache_misses
+        cosine = np.clip(unit_vectors(said.vectors) @ unit_vectors(given.vectors).T, 0.0, 1.0)
+        return [{p.number: (1 - w) * ws.get(p.number, 0.0) + w * float(cosine[i, j]) for j, p in enumerate(passages)}
+                for i, ws in enumerate(words)]
 
 
 def word_support(sentences: Sequence[str], passages: Mapping[int, str], terms: Analyzer | None = None) -> list[dict[int, float]]:

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from pydantic import Field
 
@@ -88,29 +89,26 @@ class ExtractiveGenerator:
                 state.on_token(NO_CONTEXT_TEXT)
             return state
 
-        terms = self.analyzer or analyzer_for(p.text for p in passages)
-        candidates, title_terms = _candidates(passages, terms)
-        long_enough = [c for c in candidates if len(word_spans(c[2])) >= cfg.min_words] or candidates
-        lexical = _lexical(long_enough, title_terms, set(terms(state.query.text)))
-        meaning = self._meaning(state, passages, long_enough) if self.reads_meaning else [0.0] * len(long_enough)
-        retrieval = _retrieval_prior(passages)
-        score = {(c[0], c[1]): cfg.meaning_weight * m + cfg.lexical_weight * x + cfg.rank_weight * retrieval[c[0]]
-                 for c, m, x in zip(long_enough, _scaled(meaning), _scaled(lexical))}
-        chosen = sorted(long_enough, key=lambda c: (-score[(c[0], c[1])], c[0], c[1]))[: cfg.max_sentences]
-
-        pieces = _cited_pieces(chosen, cfg.max_chars, state.on_token)
-        text = " ".join(pieces)
-        numbered = {p.number: p.hit.chunk for p in passages}
-        state.answer = Answer(text=text, citations=parse_citations(text, numbered), generator="extractive")
+        signals = self.signals(state, passages)
+        state.answer = extractive_answer(signals, passages, cfg, state.on_token)
         state.usage.attrs.update(
             {
-                "candidate_sentences": len(candidates),
-                "selected_sentences": len(pieces),
-                "question_overlap": any(lexical),
+                "candidate_sentences": signals.n_sentences,
+                "selected_sentences": len(state.answer.citations),
+                "question_overlap": any(signals.lexical),
                 "passages_considered": [p.chunk_id for p in passages],
             }
         )
         return state
+
+    def signals(self, state: RequestState, passages: list[Passage]) -> Signals:
+        """The three signals of every candidate sentence of `passages` (numbered), each scaled to [0, 1]."""
+        terms = self.analyzer or analyzer_for(p.text for p in passages)
+        candidates, title_terms = _candidates(passages, terms)
+        long_enough = [c for c in candidates if len(word_spans(c[2])) >= self.config.min_words] or candidates
+        meaning = self._meaning(state, passages, long_enough) if self.reads_meaning else [0.0] * len(long_enough)
+        return Signals(long_enough, _scaled(meaning), _scaled(_lexical(long_enough, title_terms, set(terms(state.query.text)))),
+                       [1 / c[0] for c in long_enough], len(candidates))
 
     def _meaning(self, state: RequestState, passages: list[Passage], candidates: list[_Candidate]) -> list[float]:
         """Cosine of each candidate sentence with the question, through the embedder's cache."""
@@ -125,6 +123,33 @@ class ExtractiveGenerator:
 
 
 _Candidate = tuple[int, int, str, set[str]]  # (passage number, sentence index, text, terms)
+
+
+@dataclass(frozen=True)
+class Signals:
+    """Per candidate sentence (those long enough, see ExtractiveConfig.min_words), in candidate order."""
+
+    candidates: list[_Candidate]
+    meaning: list[float]  # question-sentence cosine, scaled
+    lexical: list[float]  # question terms' IDF, scaled
+    retrieval: list[float]  # the passage's reciprocal rank
+    n_sentences: int  # every sentence of the passages, short ones included
+
+
+def choose(signals: Signals, config: ExtractiveConfig) -> list[_Candidate]:
+    """The `max_sentences` best candidates by the weighted score, ties by passage number then sentence order."""
+    score = [config.meaning_weight * m + config.lexical_weight * x + config.rank_weight * r
+             for m, x, r in zip(signals.meaning, signals.lexical, signals.retrieval)]
+    order = sorted(range(len(score)), key=lambda i: (-score[i], signals.candidates[i][0], signals.candidates[i][1]))
+    return [signals.candidates[i] for i in order[: config.max_sentences]]
+
+
+def extractive_answer(signals: Signals, passages: list[Passage], config: ExtractiveConfig,
+                      on_token: Callable[[str], None] | None = None) -> Answer:
+    """The chosen sentences, each with its [n], as an answer (each piece goes to `on_token` as it is made)."""
+    text = " ".join(_cited_pieces(choose(signals, config), config.max_chars, on_token))
+    return Answer(text=text, citations=parse_citations(text, {p.number: p.hit.chunk for p in passages}),
+                  generator="extractive")
 
 
 def _candidates(passages: list[Passage], terms: Analyzer) -> tuple[list[_Candidate], dict[int, set[str]]]:
@@ -158,11 +183,6 @@ def _lexical(candidates: list[_Candidate], title_terms: dict[int, set[str]], q_t
         content = sum(idf(t) for t in sorted(matched)) + 0.5 * sum(idf(t) for t in sorted(from_title))
         out.append(content if matched else 0.0)
     return out
-
-
-def _retrieval_prior(passages: list[Passage]) -> dict[int, float]:
-    """Per passage number: its reciprocal rank."""
-    return {p.number: 1 / p.number for p in passages}
 
 
 def _scaled(values: list[float]) -> list[float]:

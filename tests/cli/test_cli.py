@@ -288,6 +288,10 @@ GENERATE_BAD_SETTINGS = {  # every generation setting added for speculative deco
     "serve --repeat-stop": (["serve", "--api-keys", "{keys}", "--repeat-stop", "-1"], "[--repeat-stop]"),
     "sweep knob speculative": (["sweep", "--set", "generate.speculative=off,sideways"], "sideways"),
     "sweep knob draft_tokens": (["sweep", "--set", "generate.draft_tokens=0"], "greater than or equal to 1"),
+    "sweep knob meaning_weight": (["sweep", "--set", "generate.meaning_weight=0.5,1.5"], "less than or equal to 1"),
+    "sweep knob cite meaning_weight": (["sweep", "--set", "cite.meaning_weight=-0.1"], "greater than or equal to 0"),
+    "sweep embedders": (["sweep", "--config", "{config}"], "unknown embedder 'multilingual-e5-smal'"),
+    "eval --embedder": (["eval", "--embedder", "multilingual-e5-smal", "--dataset", "{dataset}"], "[--embedder]"),
     "llama.repeat_stop": (["sweep", "--config", "{config}"], "repeat_stop must be 0"),
     "llama.repeat_stop_ngram": (["sweep", "--config", "{config}"], "repeat_stop_ngram"),
     "llama.n_batch under draft_tokens": (["sweep", "--config", "{config}"], "draft_tokens (3) must be smaller than n_batch (3)"),
@@ -309,11 +313,13 @@ def test_a_bad_generation_setting_is_one_line_naming_it(case: str, tmp_path: Pat
 
     args, needle = GENERATE_BAD_SETTINGS[case]
     (tmp_path / "keys.json").write_text('{"k": {"tenant": "a", "scopes": []}}')
-    (tmp_path / "sweep.toml").write_text('retrievers = ["bm25"]\n[stages.generate]\ngenerator = ["llama"]\n'
+    embedders = 'embedders = ["multilingual-e5-smal"]\n' if case == "sweep embedders" else ""
+    (tmp_path / "sweep.toml").write_text(embedders + 'retrievers = ["bm25"]\n[stages.generate]\ngenerator = ["llama"]\n'
                                          + GENERATE_BAD_CONFIGS.get(case, "") + "\n")
+    dataset = write_beir(tmp_path / "tiny")
     if args[0] == "sweep":
-        args = [*args, "--dataset", str(write_beir(tmp_path / "tiny")), "--out", str(tmp_path / "out")]
-    filled = [a.format(keys=tmp_path / "keys.json", config=tmp_path / "sweep.toml") for a in args]
+        args = [*args, "--dataset", str(dataset), "--out", str(tmp_path / "out")]
+    filled = [a.format(keys=tmp_path / "keys.json", config=tmp_path / "sweep.toml", dataset=dataset) for a in args]
     code = main(["--workspace", str(tmp_path / "ws"), *filled])
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and len(err) == 1 and needle in err[0], err
