@@ -131,11 +131,11 @@ def _build_generate(config: GenerateConfig, ctx: BuildContext) -> Any:
 
 def _build_rewrite(config: Any, ctx: BuildContext) -> Any:
     """The rewrite stage before retrieval, or (mode "multi") one stage retrieving for every variant."""
-    from ragopt.index import default_cache
+    from ragopt.cache import workspace_cache
     from ragopt.stages.multi_query import with_rewrite
     from ragopt.stages.rewrite import QueryRewrite
 
-    cache = ctx.resources.get(("cache", str(ctx.workspace)), lambda: default_cache(ctx.workspace))
+    cache = ctx.resources.get(("cache", str(ctx.workspace)), lambda: workspace_cache(ctx.workspace))
     return with_rewrite(QueryRewrite(config, cache=cache, resources=ctx.resources, analyzer=ctx.analyzer()), ctx.retrieval)
 
 

@@ -15,12 +15,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from ragopt.cache import open_store
 from ragopt.config import ChunkerConfig, EmbedderConfig, RetrievalConfig, StoreConfig, needs_vectors
 from ragopt.documents import DocsOptions, corpus_documents
 from ragopt.errors import InputError
 from ragopt.plan.model import PlanConfig
 from ragopt.plan.saved import SavedPlan
-from ragopt.serve.caches import ServeCaches, open_store
+from ragopt.serve.caches import ServeCaches
 from ragopt.serve.service import Backend, RagService, ServeSettings
 
 
