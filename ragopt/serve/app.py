@@ -25,7 +25,8 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
 
 from ragopt.errors import InputError
-from ragopt.serve.service import AskOptions, Principal, RagService, Refused, RequestHandle
+from ragopt.errors import Refused
+from ragopt.serve.service import AskOptions, Principal, RagService, RequestHandle
 
 # FastAPI is imported at module level (it reads the endpoints' annotations); only `ragopt serve` imports this.
 

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, Callable, Sequence
 
+from ragopt.errors import AdmissionRefused, BreakerOpen
 from ragopt.pipeline import RequestState
 
 # KEYS[1] bucket; ARGV: rate/s, burst, now (s), cost. Returns {allowed 0/1, retry_after ms}.
@@ -114,10 +115,6 @@ class DailyQuota:
         with self._lock:
             k = (tenant, self._day())
             self._used[k] = self._used.get(k, 0) + tokens
-
-
-class BreakerOpen(RuntimeError):
-    """The backend failed repeatedly; calls are refused until its breaker half-opens."""
 
 
 class CircuitBreaker:
@@ -292,12 +289,6 @@ class Router:
         if self.small_max_words > 0 and len(question.split()) <= self.small_max_words and not _COMPLEX.search(question):
             return "small"
         return "default"
-
-
-class AdmissionRefused(RuntimeError):
-    def __init__(self, message: str, retry_after_s: float):
-        super().__init__(message)
-        self.retry_after_s = retry_after_s
 
 
 @dataclass

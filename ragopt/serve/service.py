@@ -19,6 +19,7 @@ from typing import Any, Callable, Sequence
 from pydantic import Field
 
 from ragopt.config import StrictModel
+from ragopt.errors import AdmissionRefused, Refused
 from ragopt.pipeline import REQUEST_INPUTS, Pipeline, RequestState, Step
 from ragopt.serve.caches import CacheScope, ServeCaches
 from ragopt.serve.guards import (Admission, CircuitBreaker, DailyQuota, FallbackChain, Guarded, PromptGate, RateLimiter, Router,
@@ -94,16 +95,6 @@ class Serial:
         for s in self.stages:
             state = s.run(state)
         return state
-
-
-class Refused(Exception):
-    """A request refused before any work: 429 (rate limit, quota, admission) with Retry-After."""
-
-    def __init__(self, reason: str, retry_after_s: float, status: int = 429):
-        super().__init__(reason)
-        self.reason = reason
-        self.retry_after_s = retry_after_s
-        self.status = status
 
 
 @dataclass
@@ -302,13 +293,11 @@ class RagService:
 
     def _generate(self, state: RequestState, route: str) -> tuple[Any, float]:
         """The answer pipeline of `route` once admitted: (result, seconds waited for a slot)."""
-        from ragopt.serve.guards import AdmissionRefused
-
         try:
             waited = self.admission.enter(timeout_s=state.remaining_s())
-        except AdmissionRefused as exc:
+        except AdmissionRefused:
             self.metrics.rate_limited.labels(reason="admission").inc()
-            raise Refused(str(exc), exc.retry_after_s) from None
+            raise
         try:
             return self.pipelines[route].run_state(state), waited
         finally:

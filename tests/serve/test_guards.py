@@ -9,11 +9,10 @@ from typing import Any
 import pytest
 
 from ragopt import capacity
+from ragopt.errors import AdmissionRefused, BreakerOpen
 from ragopt.pipeline import Pipeline, RequestState, Step
 from ragopt.serve.guards import (
     Admission,
-    AdmissionRefused,
-    BreakerOpen,
     CircuitBreaker,
     DailyQuota,
     FallbackChain,
