@@ -66,26 +66,28 @@ class AnswerMetricsUnavailable(InputError):
 
 
 class Refused(RagoptError):
-    """A request turned away before any work (or before the model): `status` 429 (rate limit, quota,
-    admission) or 503, with the seconds after which a retry may succeed."""
+    """A request turned away before any work (or before the model): `status` 429 (rate limit, quota, a full
+    queue) or 503, with the seconds after which a retry may succeed; `reason` is a short label for metrics
+    ("key", "queue_full", ...), str(exc) the sentence for the client."""
 
     default_status = 429
 
-    def __init__(self, reason: str, retry_after_s: float = 1.0, status: int | None = None):
-        super().__init__(reason)
-        self.reason = reason
+    def __init__(self, message: str, retry_after_s: float = 1.0, status: int | None = None, reason: str = "refused"):
+        super().__init__(message)
         self.retry_after_s = retry_after_s
         self.status = status if status is not None else self.default_status
+        self.reason = reason
+
+
+class SlotRefused(Refused):
+    """The serve scheduler has no slot for this request: 429 (queue full or waited too long) or 503 (its
+    deadline cannot be met)."""
 
 
 class AdmissionError(Refused):
     """A request whose KV cache would not fit the configured budget: refused up front, never an OOM."""
 
     default_status = 503
-
-
-class AdmissionRefused(Refused):
-    """The serve admission gate has no generation slot (or KV room) for the request in time."""
 
 
 class QueueTimeout(Refused):
