@@ -106,10 +106,7 @@ def _plan(args: argparse.Namespace, saved):  # type: ignore[no-untyped-def]
     from ragopt.plan import PlanConfig
 
     config = None if args.extractive else _generator_config(args)
-    generate = {"generator": "extractive"} if config is None else {
-        "generator": "llama", "citations": config.citations, "speculative": config.speculative,
-        "draft_tokens": config.draft_tokens,
-        "llama": config.model_dump(mode="json", exclude={"citations", "speculative", "draft_tokens"})}
+    generate = {"generator": "extractive"} if config is None else {"generator": "llama", **config.model_dump(mode="json")}
     answer_stages = {"generate": generate, "cite": {"enabled": not args.no_attribute}}
     if saved is None:
         retrieval = _common.validate_retrieval_flags(args, args.top_k)

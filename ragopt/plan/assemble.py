@@ -13,10 +13,10 @@ from ragopt.index import Index, build_index, make_embedder
 from ragopt.pipeline import REQUEST_INPUTS, Pipeline, Stage
 from ragopt.plan.model import PlanConfig
 from ragopt.plan.registry import stage_specs
-from ragopt.plan.spec import SLOTS, BuildContext
 from ragopt.stages.embedding import EmbedQuery
 from ragopt.stages.fusion import Fuse
 from ragopt.stages.keyword import KeywordSearch
+from ragopt.stages.spec import SLOTS, BuildContext
 from ragopt.stages.vector import VectorSearch
 from ragopt.types import Document
 
@@ -48,7 +48,7 @@ def retrieval_stages(
 
 def steps_by_slot(plan: PlanConfig, index: Index | None, embedder: Embedder, workspace: Path, *, resources: Any = None,
                   cache_queries: bool = False) -> dict[str, list[Any]]:
-    """The plan's steps grouped by slot (see ragopt.plan.spec.SLOTS): its retrieval stages over `index` (none
+    """The plan's steps grouped by slot (see ragopt.stages.spec.SLOTS): its retrieval stages over `index` (none
     without an index), then its optional stages. Serve runs the groups apart (retrieval is cached, generation
     guarded); `pipeline_for` runs them in slot order."""
     retrieval = [] if index is None else retrieval_stages(index, embedder, plan.retrieval, k=plan.candidate_depth(),
@@ -101,7 +101,7 @@ def slot_steps(plan: PlanConfig, ctx: BuildContext, retrieval: list[Any]) -> dic
         raise InputError(f"unknown stage kind {unknown[0]!r}", field="stages")
     ctx.retrieval = list(retrieval)
     by_slot: dict[str, list[Any]] = {slot: [] for slot in SLOTS}
-    for kind in sorted(plan.stages, key=lambda k: (SLOTS.index(specs[k].slot), list(specs).index(k))):
+    for kind in sorted(plan.stages, key=lambda k: (SLOTS.index(specs[k].slot), k)):
         spec = specs[kind]
         built = spec.build(plan.stage_config(kind), ctx)
         if built is None:

@@ -261,10 +261,10 @@ def test_a_missing_llama_model_in_a_sweep_config_is_one_line_before_any_work(tmp
     dataset, ws = write_beir(tmp_path / "tiny"), tmp_path / "ws"
     config = tmp_path / "sweep.toml"
     config.write_text('retrievers = ["bm25"]\n[stages.generate]\ngenerator = ["llama"]\n'
-                      'llama = { model = "/nonexistent/model.gguf" }\n', encoding="utf-8")
+                      'model = "/nonexistent/model.gguf"\n', encoding="utf-8")
     done = ragopt("sweep", "--dataset", str(dataset), "--config", str(config), "--out", str(tmp_path / "out"), workspace=ws)
     line = one_line_error(done, "sweep")
-    assert "[stages.generate.llama.model]" in line and "/nonexistent/model.gguf" in line, line
+    assert "[stages.generate.model]" in line and "/nonexistent/model.gguf" in line, line
     assert not (tmp_path / "out").exists() and not any(ws.rglob("*"))  # no index built before the refusal
 
 
