@@ -72,6 +72,14 @@ def stage_specs() -> dict[str, StageSpec]:
     return dict(_SPECS)
 
 
+def kind_in_slot(slot: str) -> str:
+    """The one kind registered for `slot` (e.g. the generator's, for the flags of `ragopt ask` and `serve`)."""
+    kinds = sorted(kind for kind, spec in stage_specs().items() if spec.slot == slot)
+    if len(kinds) != 1:
+        raise InputError(f"slot {slot!r} holds {len(kinds)} stage kinds ({', '.join(kinds) or 'none'}); one was expected")
+    return kinds[0]
+
+
 def spec_for(kind: str, source: str = "stages") -> StageSpec:
     specs = stage_specs()
     if kind not in specs:

@@ -173,4 +173,4 @@ def _models(config: RerankConfig) -> dict[str, ModelFile]:
 
 
 SPEC = StageSpec("rerank", RerankConfig, _build, slot="rerank", check=_check, wants=lambda config: config.depth,
-                 models=_models, skippable=True)
+                 models=_models, skippable=True, trained_reranker="model")

@@ -26,6 +26,8 @@ if TYPE_CHECKING:
     from ragopt.text import Analyzer
 
 SLOTS = ("rewrite", "retrieval", "rerank", "compress", "history", "prompt", "generate", "cite")
+PROMPT_SLOT, GENERATE_SLOT, CITE_SLOT = "prompt", "generate", "cite"  # the kind in each: see plan.registry.kind_in_slot
+CUT_SLOT = "rerank"  # where a list retrieved deeper than top_k for a stage's `wants` is cut back to top_k
 HITS_SLOTS = SLOTS[: SLOTS.index("compress") + 1]  # their output is the hits: what a retrieval cache may keep
 GENERATION_SLOTS = ("prompt", "generate")  # a prompt and the generator reading it: one backend when served
 BEFORE_GENERATION = SLOTS[len(HITS_SLOTS): SLOTS.index(GENERATION_SLOTS[0])]  # after the hits, before the prompt
@@ -74,6 +76,15 @@ class ModelFile:
 
 
 @dataclass(frozen=True)
+class Served:
+    """What a server needs of a generator config: what identifies its answers (weights and settings: part of every
+    answer-cache key) and the KV memory one sequence holds (admission; None when the model is not ours)."""
+
+    model_id: str
+    kv_bytes_per_sequence: float | None
+
+
+@dataclass(frozen=True)
 class StageSpec:
     kind: str  # the key under [stages] in a sweep config, and the prefix of its knobs ("rerank.depth")
     config: type[StrictModel]
@@ -88,10 +99,14 @@ class StageSpec:
     # the model files this config loads, by role ("generator", "rerank", ...): what a saved plan's provenance
     # records and `serve --from` checks
     models: Callable[[Any], Mapping[str, ModelFile]] | None = None
+    # a generator's identity and KV need when served (ragopt.serve); None for stages that write no answer
+    served: Callable[[Any], Served | None] | None = None
     # whether this config writes `state.answer` (judged metrics and the sweep's answer columns need one)
     answers: Callable[[Any], bool] | None = None
     # a request survives this stage's failure (the hits before it still answer): a server skips it, visibly
     skippable: bool = False
+    # the config field naming a cross-encoder, which a sweep may give as "trained:SPLIT" (ragopt.train.reranker)
+    trained_reranker: str | None = None
 
     def __post_init__(self) -> None:
         if self.slot not in SLOTS:
