@@ -77,7 +77,7 @@ def test_the_main_job_selects_the_cheapest_passing_trial_and_writes_its_outputs(
 
 def build_wheel(into: Path) -> Path:
     """`pip wheel` of a clean copy of the sources (a checkout's build/ folder could leak stale files into it)."""
-    src = into / "src"
+    src = into / "ragopt-source"
     src.mkdir()
     for name in ("pyproject.toml", "README.md"):
         shutil.copy(REPO / name, src / name)
