@@ -211,6 +211,16 @@ def _evalsets(config):  # type: ignore[no-untyped-def]
     return evalset, None, None
 
 
+def _say(text: str, file: Any = None) -> None:
+    """One line of notes, wrapped to the terminal's width (continuation lines indented)."""
+    import textwrap
+
+    from ragopt.eval.report_terminal import TABLE_WIDTH
+
+    print(textwrap.fill(text, TABLE_WIDTH, subsequent_indent="    ", break_long_words=False, break_on_hyphens=False),
+          file=file)
+
+
 def _print_selection(results) -> int:  # type: ignore[no-untyped-def]
     """The selected trial, or why none passes (exit 1); the held-out split's intervals; noise and baseline notes."""
     import sys
@@ -226,7 +236,7 @@ def _print_selection(results) -> int:  # type: ignore[no-untyped-def]
         best = closest_trial(results)
         for v in results.verdicts[best.id]:
             if not v.passed:
-                print(f"  closest trial {best.id}: {v.message}", file=sys.stderr)
+                _say(f"  closest trial {best.id}: {v.message}", file=sys.stderr)
         for gate in results.gates:
             passing = sum(1 for t in results.trials if any(v.gate == gate and v.passed for v in results.verdicts[t.id]))
             print(f"  {gate}: passed by {passing} of {len(results.trials)} trials", file=sys.stderr)
@@ -240,10 +250,10 @@ def _print_selection(results) -> int:  # type: ignore[no-untyped-def]
             print(f"  {name:<14} {interval.mean:.4f} [{interval.low:.4f}, {interval.high:.4f}]{sel}{flag}")
     for v in results.verdicts.get(results.selected or "", []):
         if v.within_noise:
-            print(f"note: gate {v.gate} passes only within noise: {v.message}")
+            _say(f"note: gate {v.gate} passes only within noise: {v.message}")
     if results.baseline is not None:
         for v in results.baseline.verdicts:
-            print(f"baseline: {v.message}")
+            _say(f"baseline: {v.message}")
         if results.baseline.regressed:
             code = 1
             print("regression against the baseline beyond the tolerance", file=sys.stderr)
@@ -294,7 +304,7 @@ def run(args: argparse.Namespace) -> int:
           f"{len(results.trials)} trials in {outcome.seconds:.1f} s")
     if results.dataset.generated:
         print(f"figures from a generated set: {results.dataset.generated}")
-    print(f"objective: {results.objective}")
+    _say(f"objective: {results.objective}")
     print(f"gates: {', '.join(results.gates) or '(none)'}")
     more = len(results.trials) - TABLE_ROWS
     for line in [*table_lines(results), *([f"  ... {more} more trials in results.csv"] if more > 0 else []), *judge_lines(results)]:
