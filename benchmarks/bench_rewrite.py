@@ -34,7 +34,7 @@ from ragopt.pipeline import Pipeline  # noqa: E402
 from ragopt.plan import retrieval_stages  # noqa: E402
 from ragopt.shipped import shipped_dataset  # noqa: E402
 from ragopt.stages.generate_llama import GeneratorConfig  # noqa: E402
-from ragopt.stages.multi_query import with_rewrite  # noqa: E402
+from ragopt.stages.rewrite import with_rewrite  # noqa: E402
 from ragopt.stages.rewrite import QueryRewrite, RewriteConfig  # noqa: E402
 from ragopt.trace import percentiles  # noqa: E402
 from ragopt.workspace import workspace_dir  # noqa: E402

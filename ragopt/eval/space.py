@@ -19,7 +19,8 @@ from ragopt.config import BM25Config, ChunkerConfig, EmbedderConfig, FusionConfi
 from ragopt.errors import InputError
 from ragopt.judge.judges import JudgeConfig
 from ragopt.judge.judging import METRICS as JUDGED_METRICS
-from ragopt.plan import PlanConfig, spec_for, validate_stage_values
+from ragopt.plan import PlanConfig, kind_in_slot, spec_for, validate_stage_values
+from ragopt.stages.spec import GENERATE_SLOT, PROMPT_SLOT
 
 RANK_METRICS = ("recall", "ndcg", "mrr", "precision", "hit")
 CITATION_METRICS = ("citation_precision", "citation_recall", "citation_valid_share", "citation_span_precision",
@@ -126,9 +127,10 @@ class SweepConfig(StrictModel):
     def stage_values(self) -> dict[str, dict[str, Any]]:
         """[stages] with the `answers` shorthand applied."""
         stages = {k: dict(v) for k, v in self.stages.items()}
-        stages.setdefault("prompt", {}).setdefault("tokenizer", self.context_tokenizer)  # context tokens: a fitted prompt
+        # context tokens: a fitted prompt
+        stages.setdefault(kind_in_slot(PROMPT_SLOT), {}).setdefault("tokenizer", self.context_tokenizer)
         if self.answers != "none":
-            stages.setdefault("generate", {}).setdefault("generator", self.answers)
+            stages.setdefault(kind_in_slot(GENERATE_SLOT), {}).setdefault("generator", self.answers)
         return stages
 
     def chunkers(self) -> list[ChunkerConfig]:
@@ -213,7 +215,7 @@ class SweepConfig(StrictModel):
         return sorted(set(self.top_k) | {10} | gate_ks)
 
     def answers_on(self) -> bool:
-        return self.stage_values().get("generate", {}).get("generator", "none") not in ("none", ["none"])
+        return self.stage_values().get(kind_in_slot(GENERATE_SLOT), {}).get("generator", "none") not in ("none", ["none"])
 
     def metric_names(self, with_spans: bool, with_references: bool) -> list[str]:
         names = [f"{m}@{k}" for m in RANK_METRICS for k in self.cutoffs()]
