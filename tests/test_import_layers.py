@@ -30,7 +30,7 @@ LAYERS = [
     {"__init__"},  # ragopt/__init__.py: the core re-exported for users, and __version__
     {"documents"},
     {"data", "resources", "cache", "gguf_meta", "pipeline", "text", "workspace"},
-    {"capacity", "trace", "permissions"},
+    {"capacity", "trace", "permissions", "shipped"},
     {"config", "types"},
     {"errors"},
 ]
