@@ -346,3 +346,23 @@ def served_extractive(serve_files: dict[str, Path], tmp_path: Path) -> Iterator[
                         retrieval=RetrievalConfig(retriever="bm25", top_k=3))
     with running_service(opts, tmp_path, serve_files["keys"]) as (url, _):
         yield url
+
+
+def test_schedulers_behind_one_redis_order_tenants_by_their_service_everywhere(fresh_redis: str, clock: Clock) -> None:
+    """Two serve processes' schedulers: tenant a floods the first; in the second, b goes ahead of a."""
+    import redis
+
+    from ragopt.serve.scheduler import SharedService
+
+    client = redis.Redis.from_url(fresh_redis, decode_responses=True)
+    first, second = (make(clock, shared=SharedService(client)) for _ in range(2))
+    for _ in range(4):
+        first.submit(ticket("a"))
+    serve_in_turn(first, clock, steps=3)  # a: 300 tokens of service, given by the first process
+    hold = ticket("c")
+    second.submit(hold)  # the second process's slot is busy
+    second.submit(ticket("b"))
+    second.submit(ticket("a"))
+    # counting only its own service, this process would see a and b level at 0 and serve a (by name) first
+    assert serve_in_turn(second, clock, steps=3) == ["c", "b", "a"]
+    assert SharedService(client).read()["a"] >= 400
