@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any, Callable, Sequence
 
+from ragopt.errors import BreakerOpen
 from ragopt.pipeline import RequestState
 
 # KEYS[1] bucket; ARGV: rate/s, burst, now (s), cost. Returns {allowed 0/1, retry_after ms}.
@@ -113,10 +114,6 @@ class DailyQuota:
         with self._lock:
             k = (tenant, self._day())
             self._used[k] = self._used.get(k, 0) + tokens
-
-
-class BreakerOpen(RuntimeError):
-    """The backend failed repeatedly; calls are refused until its breaker half-opens."""
 
 
 class CircuitBreaker:

@@ -28,6 +28,8 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Callable, Literal
 
+from ragopt.errors import SlotRefused
+
 Policy = Literal["fair", "fifo"]
 
 
@@ -57,16 +59,6 @@ def slot_limit(slots: int, kv_budget_bytes: float | None = None, kv_bytes_per_se
 
         limit = min(limit, max_concurrent_sequences(MemoryBudget(total_bytes=kv_budget_bytes, margin_fraction=0.0), kv_bytes_per_sequence))
     return max(limit, 0)
-
-
-class SlotRefused(RuntimeError):
-    """No slot for this request: 429 (queue full or waited too long) or 503 (its deadline cannot be met)."""
-
-    def __init__(self, message: str, retry_after_s: float, status: int, reason: str):
-        super().__init__(message)
-        self.retry_after_s = retry_after_s
-        self.status = status
-        self.reason = reason
 
 
 @dataclass(eq=False)

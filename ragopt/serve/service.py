@@ -19,12 +19,13 @@ from typing import Any, Callable, Literal, Sequence
 from pydantic import Field
 
 from ragopt.config import StrictModel
+from ragopt.errors import Refused, SlotRefused
 from ragopt.pipeline import REQUEST_INPUTS, Pipeline, RequestState, Step
 from ragopt.serve.caches import CacheScope, ServeCaches
 from ragopt.serve.guards import (CircuitBreaker, DailyQuota, FallbackChain, Guarded, PromptGate, RateLimiter, Router,
                                  SkipWhenAnswered, StageDeadline)
 from ragopt.serve.metrics import ServeMetrics
-from ragopt.serve.scheduler import KeyPolicy, Scheduler, SharedService, SlotRefused, TenantPolicy, Ticket, slot_limit
+from ragopt.serve.scheduler import KeyPolicy, Scheduler, SharedService, TenantPolicy, Ticket, slot_limit
 from ragopt.types import Hit, Query
 
 
@@ -97,16 +98,6 @@ class Serial:
         for s in self.stages:
             state = s.run(state)
         return state
-
-
-class Refused(Exception):
-    """A request refused before any work: 429 (rate limit, quota, admission) with Retry-After."""
-
-    def __init__(self, reason: str, retry_after_s: float, status: int = 429):
-        super().__init__(reason)
-        self.reason = reason
-        self.retry_after_s = retry_after_s
-        self.status = status
 
 
 @dataclass
@@ -230,14 +221,14 @@ class RagService:
         ok, wait = self.key_limiter.take(principal.key_id)
         if not ok:
             self.metrics.rate_limited.labels(reason="key").inc()
-            raise Refused("rate limit of this API key", wait)
+            raise Refused("rate limit of this API key", wait, reason="key")
         ok, wait = self.tenant_limiter.take(principal.tenant)
         if not ok:
             self.metrics.rate_limited.labels(reason="tenant").inc()
-            raise Refused("rate limit of this tenant", wait)
+            raise Refused("rate limit of this tenant", wait, reason="tenant")
         if self.quota is not None and self.quota.exceeded(principal.tenant):
             self.metrics.rate_limited.labels(reason="quota").inc()
-            raise Refused("daily token quota of this tenant is spent", self.quota.seconds_to_midnight())
+            raise Refused("daily token quota of this tenant is spent", self.quota.seconds_to_midnight(), reason="quota")
 
     def answer(self, question: str, principal: Principal, options: AskOptions, handle: RequestHandle,
                on_token: Callable[[str], None] | None = None) -> dict[str, Any]:
@@ -324,7 +315,7 @@ class RagService:
             waited = self.scheduler.acquire(ticket)
         except SlotRefused as exc:
             self.metrics.rate_limited.labels(reason=exc.reason).inc()
-            raise Refused(str(exc), exc.retry_after_s, status=exc.status) from None
+            raise
         tokens = (0, 0)
         try:
             result = self.pipelines[route].run_state(state)

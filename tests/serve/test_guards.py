@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
+from ragopt.errors import BreakerOpen
 from ragopt.pipeline import Pipeline, RequestState, Step
 from ragopt.serve.guards import (
-    BreakerOpen,
     CircuitBreaker,
     DailyQuota,
     FallbackChain,
