@@ -25,7 +25,7 @@ from ragopt.serve.caches import CacheScope, ServeCaches
 from ragopt.serve.guards import (CircuitBreaker, DailyQuota, FallbackChain, Guarded, PromptGate, RateLimiter, Router,
                                  SkipWhenAnswered, StageDeadline)
 from ragopt.serve.metrics import ServeMetrics
-from ragopt.serve.scheduler import KeyPolicy, Scheduler, TenantPolicy, Ticket, slot_limit
+from ragopt.serve.scheduler import KeyPolicy, Scheduler, SharedService, TenantPolicy, Ticket, slot_limit
 from ragopt.types import Hit, Query
 
 
@@ -161,7 +161,8 @@ class RagService:
         self.quota = DailyQuota(s.daily_tokens_per_tenant, redis_client) if s.daily_tokens_per_tenant else None
         self.router = Router(s.small_max_words if "small" in backends else 0)
         self.scheduler = Scheduler(slot_limit(s.slots, s.kv_budget_bytes, kv_bytes_per_sequence), queue_timeout_s=s.queue_timeout_s,
-                                   max_queue=s.max_queue, aging_s=s.aging_s, policy=s.schedule)
+                                   max_queue=s.max_queue, aging_s=s.aging_s, policy=s.schedule,
+                                   shared=SharedService(redis_client) if redis_client is not None else None)
         self.metrics.watch_scheduler(self.scheduler)
         self.breakers: dict[str, CircuitBreaker] = {}
         self.retrieve = Pipeline([self._retrieval_step(s) for s in retrieval]) if retrieval else None
