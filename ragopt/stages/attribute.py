@@ -43,7 +43,8 @@ from ragopt.stages.spec import BuildContext, StageSpec
 from ragopt.text import Analyzer, analyzer_for, sentence_spans
 from ragopt.types import Chunk
 
-# Selected on SciFact's train claims by scripts/select_answer_weights.py --attribution (docs/answers.md).
+# Not selected on data yet: no labelled LLM answers with passage-level support are at hand to select it on
+# (lfqa_verification is for measuring judges, never for fitting). 0 keeps support to shared words until it is.
 DEFAULT_MEANING_WEIGHT = 0.0
 _TERMINAL = re.compile(r"[.!?。！？；…]+[\"')\]”’」』）》]*$")
 

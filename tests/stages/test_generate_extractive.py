@@ -30,9 +30,13 @@ class FixedHits:
         return state
 
 
+# lexical support weighed over rank: these tests check the word matching itself (the defaults lean on rank)
+WORDS_FIRST = ExtractiveConfig(max_sentences=2, lexical_weight=1.0, rank_weight=0.25)
+
+
 def run(question: str, **kw) -> RequestState:
     state = RequestState(query=Query(text=question), hits=hits(), **kw)
-    return ExtractiveGenerator().run(state)
+    return ExtractiveGenerator(WORDS_FIRST).run(state)
 
 
 def test_picks_the_best_matching_sentence_and_cites_it():
@@ -102,3 +106,39 @@ def test_chinese_question_gets_the_matching_chinese_sentence_cited():
         RequestState(query=Query(text="《战国无双3》是由哪两个公司合作开发的？"), hits=zh))
     assert state.answer.text == "本作由光荣和ω-force合作开发。 [1]"
     assert state.usage.attrs["question_overlap"] and [c.chunk_id for c in state.answer.citations] == ["z0"]
+
+
+def test_meaning_picks_the_sentence_closest_to_the_question_and_a_warm_run_embeds_nothing(tmp_path):
+    """With the meaning weight alone the answer is the sentence whose embedding (role "passage") is closest to the
+    question's (role "query"), whatever words they share; its vectors are cached by model and text."""
+    import numpy as np
+
+    from ragopt.backends.embeddings import Embedder
+    from ragopt.cache import Cache
+    from ragopt.config import EmbedderConfig
+
+    embedder = Embedder(EmbedderConfig(), Cache(tmp_path / "cache"))
+    question = "How long is the river that flows through Paris?"
+    config = ExtractiveConfig(max_sentences=1, meaning_weight=1.0, lexical_weight=0.0, rank_weight=0.0, min_words=1)
+    state = ExtractiveGenerator(config, embedder=embedder).run(RequestState(query=Query(text=question), hits=hits()))
+    texts = [s for _, text in DOCS for s in sentences(text)]
+    q = embedder.encode([question], role="query").vectors[0]
+    closest = texts[int(np.argmax(embedder.encode(texts).vectors @ q))]
+    assert state.answer.text.startswith(closest) and state.usage.cache_misses == len(texts) + 1
+
+    warm = Embedder(EmbedderConfig(), Cache(tmp_path / "cache"))
+    again = ExtractiveGenerator(config, embedder=warm).run(RequestState(query=Query(text=question), hits=hits()))
+    assert again.answer == state.answer and again.usage.cache_misses == 0 and "model" not in warm.__dict__
+
+
+def test_weights_are_knobs_with_a_range_and_the_embedder_is_part_of_the_identity():
+    import pytest
+    from pydantic import ValidationError
+
+    from ragopt.config import knobs
+
+    assert {"meaning_weight", "lexical_weight", "rank_weight"} <= set(knobs(ExtractiveConfig))
+    for bad in (-0.1, 1.5):
+        with pytest.raises(ValidationError):
+            ExtractiveConfig(meaning_weight=bad)
+    assert ExtractiveGenerator().identity()["embedder"] is None  # built without one: words and rank alone
