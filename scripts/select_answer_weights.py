@@ -1,7 +1,8 @@
 """Select the extractive answerer's sentence-score weights on training splits, then report its answer figures on
 the held-out ones beside their floors (docs/answers.md).
 
-    python scripts/select_answer_weights.py [--data ../shared/data] [--json] [--workspace DIR]
+    python scripts/select_answer_weights.py [--data ../shared/data] [--meaning on|off] [--sets a,b]
+        [--select-queries N] [--report-queries N] [--json] [--workspace DIR]
 
 Three labelled sets, each split so that nothing reported was seen while selecting:
 - SciFact: selected on train, reported on test; span citation precision against the rationale sentences.
@@ -13,9 +14,9 @@ the embedder `--retriever auto` picks for the corpus (all-MiniLM-L6-v2 for Engli
 multilingual-e5-small for Chinese). On this shared 2-core machine embedding every candidate sentence is the cost,
 so selection uses a seeded sample of at most 100 queries per set and reporting at most 150. Every weight
 combination of the grid answers every selection query; the one with the largest summed margin over the floors,
-averaged over the
-three sets, becomes the default (ties: the simpler, by grid order). Each figure is printed with its floor and the
-95% paired bootstrap interval of the difference; "above" only when that interval lies above zero.
+averaged over the sets, becomes the default (ties: the first in grid order). Each figure is printed with its floor
+and the 95% paired bootstrap interval of the difference; "above" only when that interval lies above zero.
+`--meaning off` selects lexical and rank weights without embedding a sentence (what docs/answers.md reports).
 """
 
 from __future__ import annotations

@@ -49,7 +49,7 @@ def test_the_table_shows_p50_beside_p95_floors_and_the_added_latency_of_a_stage_
     assert _cells(rows["d20"], header, "cite precision (floor)") == "0.700 (0.500)"
     assert _cells(rows["d0"], header, "cite precision (floor)") == "0.450 (0.500)!"
     assert _cells(rows["d0"], header, "cite span precision (floor)") == "0.400 (0.300)"
-    assert any(line.strip().startswith("! citation precision not above its floor") for line in lines)
+    assert any(line.strip().startswith("! not above its floor beyond noise") for line in lines)
 
 
 def test_without_answers_or_differing_stages_the_table_has_no_such_columns() -> None:
