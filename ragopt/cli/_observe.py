@@ -31,6 +31,40 @@ def tracing(args: argparse.Namespace, command: str) -> Any:
     return Tracing(settings)
 
 
+def add_mlflow_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--mlflow", nargs="?", const="", default=None, metavar="TRACKING_URI",
+                   help="log the sweep to an MLflow tracking server (default URI: $MLFLOW_TRACKING_URI): a parent run, a "
+                        "child run per trial (params, metrics, ragopt.selected tag), the outputs as artifacts; a re-run "
+                        "logs only trials not logged yet (pip install 'ragopt[observe]')")
+
+
+def mlflow_uri(args: argparse.Namespace) -> str | None:
+    """The tracking server --mlflow names, checked (reachable, client installed) before any work; None without it."""
+    if args.mlflow is None:
+        return None
+    from ragopt.observe.mlflow_runs import tracking_uri
+
+    return tracking_uri(args.mlflow or None)
+
+
+def log_sweep(uri: str, results: Any, paths: dict[str, Any]) -> None:
+    import sys
+
+    from ragopt.observe.mlflow_runs import log_sweep as log
+
+    done = log(results, paths, uri)
+    print(f"mlflow: sweep run {done.parent_run_id} (experiment {done.experiment_id}): {done.logged} trial runs logged, "
+          f"{done.kept} already there", file=sys.stderr)
+
+
+def mlflow_trial(run_uri: str, workspace: Any) -> tuple[Any, str]:
+    """--from runs:/RUN_ID: (its sweep's results.json, fetched into the workspace; the trial id)."""
+    from ragopt.observe.mlflow_runs import tracking_uri, trial_of_run
+
+    run_id = run_uri.removeprefix("runs:/").strip("/")
+    return trial_of_run(run_id, tracking_uri(None, field="--from"), workspace / "mlflow" / run_id)
+
+
 def exit_cleanly_on_sigterm() -> None:
     """uvicorn re-raises SIGTERM once it has shut down, which would end the process before the traces still queued
     are sent: make that signal leave through the `with` blocks instead (exit 0)."""

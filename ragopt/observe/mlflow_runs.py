@@ -175,12 +175,11 @@ def log_sweep(results: SweepResults, outputs: dict[str, Path], uri: str, experim
     return LoggedSweep(parent_run_id=parent, experiment_id=experiment_id, logged=logged, kept=len(results.trials) - logged)
 
 
-def trial_of_run(run_uri: str, uri: str, into: Path) -> tuple[Path, str]:
-    """`runs:/RUN_ID` of a trial's child run -> (its sweep's results.json, downloaded into `into`; the trial id),
-    for `ragopt serve --from`. A run that is not a ragopt trial is an InputError naming --from."""
+def trial_of_run(run_id: str, uri: str, into: Path) -> tuple[Path, str]:
+    """A trial's child run -> (its sweep's results.json, downloaded into `into`; the trial id), for `ragopt serve
+    --from runs:/RUN_ID`. A run that is not a ragopt trial is an InputError naming --from."""
     from mlflow.exceptions import MlflowException
 
-    run_id = run_uri.removeprefix("runs:/").strip("/")
     runs = _Runs(uri)
     try:
         run = runs.client.get_run(run_id)
