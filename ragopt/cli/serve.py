@@ -20,7 +20,8 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
         ),
     )
     _common.add_answer_args(p)
-    p.add_argument("--api-keys", required=True, help="JSON file: key -> {\"tenant\", \"scopes\"}")
+    p.add_argument("--api-keys", required=True, help="JSON file: key -> {\"tenant\", \"scopes\", \"weight\", \"max_concurrency\", \"priority\", "
+                                                        "\"reserved_slots\"} (or {\"keys\": that, \"tenants\": {name: {\"weight\", \"max_concurrency\"}}})")
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=8000)
     p.add_argument("--engine", choices=["inprocess", "llama-server", "http", "extractive"], default="inprocess",
@@ -44,6 +45,10 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p.add_argument("--slots", type=int, default=None, help="requests generating at once (default: --parallel for llama-server, else 1)")
     p.add_argument("--queue-timeout", type=float, default=30.0, help="seconds a request may wait for a slot before 429")
     p.add_argument("--max-queue", type=int, default=64, help="requests that may wait for a slot before 429")
+    p.add_argument("--schedule", choices=["fair", "fifo"], default="fair",
+                   help="fair: the free slot goes to the tenant with the least weighted service (key weights, caps, "
+                        "priorities and reserved slots from --api-keys); fifo: arrival order (the old admission)")
+    p.add_argument("--aging", type=float, default=10.0, help="seconds of waiting that lift a request one priority class")
     p.add_argument("--breaker-failures", type=int, default=3)
     p.add_argument("--breaker-reset", type=float, default=5.0, help="seconds before an open breaker lets a trial through")
     p.add_argument("--price-in", type=float, default=0.0, help="price per 1k input tokens")
@@ -58,7 +63,7 @@ SETTING_FLAGS = {
     "key_rate_per_s": "--key-rate", "key_burst": "--key-burst", "tenant_rate_per_s": "--tenant-rate",
     "tenant_burst": "--tenant-burst", "daily_tokens_per_tenant": "--daily-tokens", "answer_ttl_s": "--cache-ttl",
     "retrieval_ttl_s": "--cache-ttl", "slots": "--slots", "kv_budget_bytes": "--kv-budget", "queue_timeout_s": "--queue-timeout",
-    "max_queue": "--max-queue", "breaker_failures": "--breaker-failures", "breaker_reset_s": "--breaker-reset",
+    "max_queue": "--max-queue", "aging_s": "--aging", "schedule": "--schedule", "breaker_failures": "--breaker-failures", "breaker_reset_s": "--breaker-reset",
     "small_max_words": "--small-max-words", "price": "--price-in",
 }
 
@@ -87,7 +92,7 @@ def options(args: argparse.Namespace):  # type: ignore[no-untyped-def]
         max_question_chars=args.max_question_chars, key_rate_per_s=args.key_rate, key_burst=args.key_burst,
         tenant_rate_per_s=args.tenant_rate, tenant_burst=args.tenant_burst, daily_tokens_per_tenant=args.daily_tokens,
         answer_ttl_s=args.cache_ttl, retrieval_ttl_s=args.cache_ttl, slots=slots, kv_budget_bytes=budget,
-        queue_timeout_s=args.queue_timeout, max_queue=args.max_queue, breaker_failures=args.breaker_failures,
+        queue_timeout_s=args.queue_timeout, max_queue=args.max_queue, aging_s=args.aging, schedule=args.schedule, breaker_failures=args.breaker_failures,
         breaker_reset_s=args.breaker_reset, small_max_words=args.small_max_words if args.small_model else 0, price=price,
     )
     opts = ServeOptions(
@@ -106,11 +111,12 @@ def options(args: argparse.Namespace):  # type: ignore[no-untyped-def]
 def run(args: argparse.Namespace) -> int:
     from contextlib import ExitStack
 
-    from ragopt.serve.app import load_api_keys
+    from ragopt.serve.app import check_reservations, load_api_keys
 
     opts = options(args)
     keys = load_api_keys(args.api_keys)
     tracing = _observe.tracing(args, "serve")
+    check_reservations(keys, opts.settings.slots, args.api_keys)
     import uvicorn
 
     from ragopt.serve.app import create_app
