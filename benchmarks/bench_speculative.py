@@ -60,13 +60,14 @@ from ragopt.index import build_index, make_embedder  # noqa: E402
 from ragopt.pipeline import Pipeline  # noqa: E402
 from ragopt.plan import retrieval_stages  # noqa: E402
 from ragopt.resources import Resources  # noqa: E402
+from ragopt.shipped import shipped_dataset  # noqa: E402
 from ragopt.stages.generate_llama import GeneratorConfig, LlamaGenerator  # noqa: E402
 from ragopt.trace import percentiles  # noqa: E402
 from ragopt.workspace import workspace_dir  # noqa: E402
 
 from given_hits import Given  # noqa: E402  (beside this script)
 
-SHIPPED = Path(__file__).resolve().parents[1] / "evalsets" / "hospital"
+SHIPPED = shipped_dataset()
 ARMS = ("off", "prompt_lookup")
 
 

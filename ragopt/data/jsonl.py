@@ -1,4 +1,4 @@
-"""ragopt's own evaluation format: a folder with `corpus.jsonl` and `questions.jsonl` (evalsets/SCHEMA.md).
+"""ragopt's own evaluation format: a folder with `corpus.jsonl` and `questions.jsonl` (docs/evalset-format.md).
 
 Every bad line is an InputError naming the file, the 1-based line and the field; nothing here raises a
 traceback on bad data. Lines are UTF-8 (a leading BOM and CRLF line ends are tolerated); blank lines are

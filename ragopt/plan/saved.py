@@ -36,7 +36,7 @@ class Provenance(StrictModel):
     dataset: str = Field(description="the evaluation set's path, absolute")
     corpus_fingerprint: str
     ragopt: str = Field(description="the ragopt version that measured it")
-    models: dict[str, ModelRef] = Field(default_factory=dict, description="embedder, rerank, generator")
+    models: dict[str, ModelRef] = Field(default_factory=dict, description="by role: embedder, then each stage's (rerank, generator, ...)")
 
 
 class SavedPlan(StrictModel):
@@ -47,22 +47,16 @@ class SavedPlan(StrictModel):
 
 def plan_models(plan: PlanConfig, embedder_fingerprint: str) -> dict[str, ModelRef]:
     """The models a plan's answers depend on, each by the fingerprint of its files: the embedder (as the index
-    was built with it), a reranker's model folder, a llama generator's GGUF."""
+    was built with it), then every model file a stage of the plan loads, as its spec names them (a reranker's
+    folder, the generator's GGUF, the rewrite's and history's GGUF in llm mode, ...)."""
+    from ragopt.plan.registry import spec_for
+
     models = {"embedder": ModelRef(name=plan.embedder.model, fingerprint=embedder_fingerprint)}
-    rerank = plan.stage_config("rerank") if "rerank" in plan.stages else None
-    if rerank is not None and getattr(rerank, "model", None) and rerank.depth:
-        from ragopt.backends.embeddings import model_fingerprint
-
-        try:
-            models["rerank"] = ModelRef(name=rerank.model, fingerprint=model_fingerprint(rerank.model))
-        except ValueError:  # a hub name: its files are not here to hash
-            models["rerank"] = ModelRef(name=rerank.model, fingerprint="hub:" + rerank.model)
-    generate = plan.stage_config("generate") if "generate" in plan.stages else None
-    if generate is not None and generate.generator == "llama":
-        from ragopt.gguf_meta import model_fingerprint, resolve_model
-
-        path = resolve_model(generate.llama_config().model)
-        models["generator"] = ModelRef(name=str(path), fingerprint=model_fingerprint(path))
+    for kind in sorted(plan.stages):
+        spec = spec_for(kind)
+        if spec.models is not None:
+            for role, file in spec.models(plan.stage_config(kind)).items():
+                models[role] = ModelRef(name=file.name, fingerprint=file.fingerprint)
     return models
 
 

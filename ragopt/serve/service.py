@@ -186,10 +186,10 @@ class RagService:
         return self.breakers.setdefault(name, CircuitBreaker(name, self.settings.breaker_failures, self.settings.breaker_reset_s))
 
     def _retrieval_step(self, stage: Any) -> Any:
-        """A reranker runs behind its own breaker and is skipped, visibly, when it fails: the first-stage
-        ranking still answers."""
-        if not isinstance(stage, Step) and stage.name.startswith("rerank"):
-            return Step(Guarded(stage, self._breaker(stage.name)), required=False)
+        """A stage the request survives (a reranker: the first-stage ranking still answers) runs behind its own
+        breaker and is skipped, visibly, when it fails."""
+        if isinstance(stage, Step) and not stage.required:  # its spec says a request survives its failure
+            return Step(Guarded(stage.stage, self._breaker(stage.stage.name)), required=False)
         return stage
 
     def _guarded(self, stage: Any, backend: str) -> Guarded:

@@ -34,6 +34,7 @@ from ragopt.errors import InputError
 from ragopt.pipeline import RequestState
 from ragopt.resources import Resources
 from ragopt.stages.generate_llama import GeneratorConfig, QueueTimeout, get_engine
+from ragopt.stages.spec import BuildContext, Plan, StageSpec
 from ragopt.text import sentences, word_spans
 from ragopt.types import Turn
 
@@ -282,3 +283,15 @@ class SummarizeHistory:
                 summary.add("note", line)
         state.usage.tokens_in += done.tokens_in
         state.usage.tokens_out += done.tokens_out
+
+
+def _build(config: HistoryConfig, ctx: BuildContext) -> SummarizeHistory:
+    return SummarizeHistory(config, resources=ctx.resources)
+
+
+def _check(config: HistoryConfig, plan: Plan) -> None:
+    SummarizeHistory(config)  # compiles the redaction patterns, finds the model in llm mode
+
+
+SPEC = StageSpec("history", HistoryConfig, _build, slot="history", check=_check,
+                 models=lambda config: {"history": config.llm.model_file()} if config.mode == "llm" else {})

@@ -32,16 +32,18 @@ import unicodedata
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
-from typing import Literal, Mapping
+from typing import Literal, Mapping, Sequence
 
 from pydantic import Field
 
 from ragopt.cache import Cache, CacheKey
 from ragopt.config import StrictModel, fingerprint, knob
 from ragopt.errors import InputError
-from ragopt.pipeline import RequestState
+from ragopt.pipeline import RequestState, Stage
 from ragopt.resources import Resources
 from ragopt.stages.generate_llama import GeneratorConfig, QueueTimeout, get_engine
+from ragopt.stages.multi_query import MultiQueryRetrieve
+from ragopt.stages.spec import BuildContext, ModelFile, Plan, StageSpec
 from ragopt.text import Analyzer, analyzer_for
 from ragopt.trace import Usage
 from ragopt.types import Query, Turn
@@ -358,3 +360,30 @@ class QueryRewrite:
         rejected = None if out in candidates else f"not a name from the conversation: {out[:80]!r}"
         return Rewrite(text=text, rule="llm", variants=(text,), tokens_in=tokens_in, tokens_out=tokens_out,
                        cache_hit=hit, llm_referent=out, llm_rejected=rejected)
+
+
+def with_rewrite(rewriter: QueryRewrite, retrieval: Sequence[Stage]) -> list[Stage]:
+    """The stages for a rewrite mode: the retrieval alone ("off"), the rewrite then the retrieval ("rules",
+    "llm"), or one `MultiQueryRetrieve` around the retrieval ("multi")."""
+    mode = rewriter.config.mode
+    if mode == "off":
+        return list(retrieval)
+    if mode == "multi":
+        return [MultiQueryRetrieve(rewriter, retrieval)]
+    return [rewriter, *retrieval]
+
+
+def _build(config: RewriteConfig, ctx: BuildContext) -> list[Stage]:
+    """The rewrite stage before retrieval, or (mode "multi") one stage retrieving for every variant."""
+    from ragopt.index import default_cache
+
+    cache = ctx.resources.get(("cache", str(ctx.workspace)), lambda: default_cache(ctx.workspace))
+    return with_rewrite(QueryRewrite(config, cache=cache, resources=ctx.resources, analyzer=ctx.analyzer()), ctx.retrieval)
+
+
+def _check(config: RewriteConfig, plan: Plan) -> None:
+    QueryRewrite(config)  # reads the glossary, finds the model in llm mode
+
+
+SPEC = StageSpec("rewrite", RewriteConfig, _build, slot="rewrite", replaces_retrieval=True, check=_check,
+                 models=lambda config: {"rewrite": config.llm.model_file()} if config.mode == "llm" else {})

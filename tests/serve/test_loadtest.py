@@ -12,21 +12,20 @@ from typing import Any
 
 import pytest
 
-from ragopt.config import RetrievalConfig
 from ragopt.serve.build import ServeOptions
 from ragopt.serve.loadtest import LoadSpec, run
 from ragopt.serve.loadtest_report import write_html
 from ragopt.serve.service import PriceTable, ServeSettings
 
-from fixtures.serving import running_service
+from fixtures.serving import running_service, served_plan
 
 CONTRACT = ("sent", "ok", "rate_limited", "timed_out", "errors", "latency_ms", "ttft_ms", "littles_law")
 
 
 def test_poisson_load_accounts_for_every_request(tiny_gguf: Path, serve_files: dict[str, Path], tmp_path: Path) -> None:
     settings = ServeSettings(key_rate_per_s=2, key_burst=2, price=PriceTable(input_per_1k=0.5, output_per_1k=1.5))
-    opts = ServeOptions(settings=settings, engine="inprocess", model=str(tiny_gguf), n_ctx=2048, max_tokens=8,
-                        dataset=str(serve_files["dataset"]), retrieval=RetrievalConfig(retriever="bm25", top_k=3))
+    opts = ServeOptions(settings=settings, plan=served_plan(model=str(tiny_gguf), n_ctx=2048, max_tokens=8),
+                        dataset=str(serve_files["dataset"]))
     with running_service(opts, tmp_path, serve_files["keys"]) as (url, _):
         spec = LoadSpec(url=url, api_keys=("key-acme-staff", "key-beta"), duration_s=3, rate=20, timeout_s=30, seed=3)
         report = run(spec, progress_bar=False)
@@ -49,7 +48,7 @@ def test_poisson_load_accounts_for_every_request(tiny_gguf: Path, serve_files: d
 
 def test_cli_json_contract(tmp_path: Path) -> None:
     """A real subprocess; nothing listens on the port, so every request is an error, and all are counted."""
-    from ragopt.serve.llama_server import free_port
+    from ragopt.backends.llama_server import free_port
 
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
     done = subprocess.run([sys.executable, "-m", "ragopt", "loadtest", "--url", f"http://127.0.0.1:{free_port()}",
@@ -101,14 +100,14 @@ def test_api_key_files_are_validated(tmp_path: Path) -> None:
 
 def _extractive(dataset: Path) -> ServeOptions:
     return ServeOptions(settings=ServeSettings(key_rate_per_s=500, key_burst=500, tenant_rate_per_s=500, tenant_burst=500),
-                        engine="extractive", dataset=str(dataset), retrieval=RetrievalConfig(retriever="bm25", top_k=3), cache=False)
+                        plan=served_plan("extractive"), dataset=str(dataset), cache=False)
 
 
 def test_tenants_load_side_by_side_with_figures_per_tenant_and_jain(tiny_gguf: Path, serve_files: dict[str, Path], tmp_path: Path) -> None:
     from ragopt.serve.loadspec import TenantLoad
 
-    opts = ServeOptions(settings=ServeSettings(key_rate_per_s=500, key_burst=500), engine="inprocess", model=str(tiny_gguf),
-                        n_ctx=2048, max_tokens=8, dataset=str(serve_files["dataset"]), retrieval=RetrievalConfig(retriever="bm25", top_k=3),
+    opts = ServeOptions(settings=ServeSettings(key_rate_per_s=500, key_burst=500),
+                        plan=served_plan(model=str(tiny_gguf), n_ctx=2048, max_tokens=8), dataset=str(serve_files["dataset"]),
                         cache=False)
     tenants = (TenantLoad("steady", "key-acme-staff", concurrency=2), TenantLoad("poisson", "key-beta", rate=4, weight=2.0,
                                                                                questions=("What makes bread dough rise?",)))

@@ -12,7 +12,7 @@ from typing import Any, Callable, Iterator
 
 import pytest
 
-from fixtures.serving import running_service
+from fixtures.serving import running_service, served_plan
 from fixtures.tiny_corpus import write_beir
 
 from ragopt import capacity
@@ -218,12 +218,11 @@ BETA = {"Authorization": "Bearer key-beta"}
 
 def _long_opts(tiny_gguf: Path, dataset: Path) -> Any:
     """max_tokens 3000 and no repetition stop: the random tiny model streams far longer than any test waits."""
-    from ragopt.config import RetrievalConfig
     from ragopt.serve.build import ServeOptions
     from ragopt.serve.service import ServeSettings
 
-    return ServeOptions(settings=ServeSettings(), engine="inprocess", model=str(tiny_gguf), n_ctx=4096, max_tokens=3000,
-                        repeat_stop=0, dataset=str(dataset), retrieval=RetrievalConfig(retriever="bm25", top_k=3))
+    plan = served_plan(model=str(tiny_gguf), n_ctx=4096, max_tokens=3000, repeat_stop=0)
+    return ServeOptions(settings=ServeSettings(), plan=plan, dataset=str(dataset))
 
 
 @contextmanager
@@ -338,11 +337,9 @@ def test_a_bad_request_deadline_is_422(served_extractive: str) -> None:
 
 @pytest.fixture
 def served_extractive(serve_files: dict[str, Path], tmp_path: Path) -> Iterator[str]:
-    from ragopt.config import RetrievalConfig
     from ragopt.serve.build import ServeOptions
     from ragopt.serve.service import ServeSettings
 
-    opts = ServeOptions(settings=ServeSettings(), engine="extractive", dataset=str(serve_files["dataset"]),
-                        retrieval=RetrievalConfig(retriever="bm25", top_k=3))
+    opts = ServeOptions(settings=ServeSettings(), plan=served_plan("extractive"), dataset=str(serve_files["dataset"]))
     with running_service(opts, tmp_path, serve_files["keys"]) as (url, _):
         yield url

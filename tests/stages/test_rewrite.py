@@ -12,7 +12,7 @@ from ragopt.errors import InputError
 from ragopt.resources import Resources
 from ragopt.pipeline import Pipeline, RequestState
 from ragopt.stages.generate_llama import GeneratorConfig
-from ragopt.stages.multi_query import MultiQueryRetrieve, fuse, with_rewrite
+from ragopt.stages.multi_query import MultiQueryRetrieve, fuse
 from ragopt.stages.rewrite import (
     QueryRewrite,
     RewriteConfig,
@@ -21,6 +21,7 @@ from ragopt.stages.rewrite import (
     follow_up_rule,
     load_glossary,
     normalize,
+    with_rewrite,
 )
 from ragopt.types import Chunk, Hit, Query, Turn
 

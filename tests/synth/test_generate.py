@@ -15,8 +15,9 @@ import pytest
 
 from fixtures.cli import one_line_error, ragopt
 from fixtures.documents import write_knowledge_base
+from ragopt.shipped import shipped_dataset
 
-HOSPITAL = Path(__file__).resolve().parents[2] / "evalsets" / "hospital" / "corpus.jsonl"
+HOSPITAL = shipped_dataset() / "corpus.jsonl"
 EVERY = 4  # every 4th document of the shipped corpus (both tenants, shared ones, scopes): a quick test
 ARGS = ("synth", "--questions", "20", "--seed", "7")
 
