@@ -18,7 +18,7 @@ pytest.importorskip("opentelemetry.sdk")
 pytest.importorskip("mlflow")
 
 from fixtures.receivers import receiver, stop  # noqa: E402
-from fixtures.serving import KEYS, serve_process, uvicorn_server  # noqa: E402
+from fixtures.serving import KEYS, serve_process, served_plan, uvicorn_server  # noqa: E402
 from fixtures.tiny_corpus import TINY_QUERIES, write_beir  # noqa: E402
 
 STAFF = {"Authorization": "Bearer key-acme-staff"}
@@ -103,7 +103,6 @@ def test_serve_exports_each_request_to_mlflow_from_the_otel_variables_alone(
 @contextmanager
 def _app(tiny_gguf: Path, files: dict[str, Path], env: dict[str, str], content: bool = False) -> Iterator[tuple[str, Any]]:
     """The serve app in-process on a real uvicorn, exporting with the settings `env` gives."""
-    from ragopt.config import RetrievalConfig
     from ragopt.observe.otel import Tracing
     from ragopt.observe.settings import otlp_settings
     from ragopt.serve.app import create_app, load_api_keys
@@ -111,8 +110,8 @@ def _app(tiny_gguf: Path, files: dict[str, Path], env: dict[str, str], content: 
     from ragopt.serve.service import ServeSettings
 
     tracing = Tracing(otlp_settings(None, content, "serve", env))
-    opts = ServeOptions(settings=ServeSettings(), engine="inprocess", model=str(tiny_gguf), n_ctx=4096, max_tokens=8,
-                        dataset=str(files["dataset"]), retrieval=RetrievalConfig(retriever="bm25", top_k=3), cache=False)
+    opts = ServeOptions(settings=ServeSettings(), plan=served_plan(model=str(tiny_gguf), n_ctx=4096, max_tokens=8),
+                        dataset=str(files["dataset"]), cache=False)
     with ExitStack() as stack:
         service = build_service(opts, files["ws"], stack)
         with uvicorn_server(create_app(service, load_api_keys(files["keys"]), tracing=tracing)) as url:

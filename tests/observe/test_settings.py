@@ -70,7 +70,7 @@ def test_serve_with_a_bad_header_is_one_line_and_exit_2(tmp_path: Path, monkeypa
 
 def test_without_the_sdk_asking_for_export_names_the_extra(tiny_beir: Path, tmp_path: Path) -> None:
     """The SDK hidden from the import system (an injected fault): one line naming what to install, exit 2."""
-    code = ("import sys; sys.modules['opentelemetry'] = None; from ragopt.cli import main; "
+    code = ("import sys; sys.modules['opentelemetry.sdk'] = None; from ragopt.cli import main; "
             f"sys.exit(main(['--workspace', {str(tmp_path)!r}, 'eval', '--dataset', {str(tiny_beir)!r}, "
             "'--otlp', 'http://127.0.0.1:4318']))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
