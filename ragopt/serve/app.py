@@ -25,8 +25,9 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
 
 from ragopt.errors import InputError
+from ragopt.errors import Refused
 from ragopt.serve.scheduler import KeyPolicy, TenantPolicy
-from ragopt.serve.service import AskOptions, Principal, RagService, Refused, RequestHandle
+from ragopt.serve.service import AskOptions, Principal, RagService, RequestHandle
 
 # FastAPI is imported at module level (it reads the endpoints' annotations); only `ragopt serve` imports this.
 
@@ -219,7 +220,7 @@ class _Requests:
         if isinstance(exc, Refused):
             retry = str(max(1, int(exc.retry_after_s + 0.999)))
             outcome = "rate_limited" if exc.status == 429 else "refused"
-            return self.error(exc.status, exc.reason, endpoint, outcome, headers={"Retry-After": retry})
+            return self.error(exc.status, str(exc), endpoint, outcome, headers={"Retry-After": retry})
         return self.error(500, f"{type(exc).__name__}: {exc}", endpoint, "error")
 
     def too_long(self, question: str, endpoint: str) -> Any:

@@ -18,8 +18,9 @@ pytest.importorskip("llama_cpp")
 
 from fixtures.tiny_gguf import KV_BYTES_PER_TOKEN_F16
 
-from ragopt.capacity import AdmissionError
-from ragopt.pipeline import Pipeline, RequestState, Step, WiringError
+from ragopt.errors import AdmissionError
+from ragopt.errors import WiringError
+from ragopt.pipeline import Pipeline, RequestState, Step
 from ragopt.resources import Resources
 from ragopt.shipped import shipped_dataset
 from ragopt.stages import generate_llama as gl

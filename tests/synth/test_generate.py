@@ -26,14 +26,14 @@ ARGS = ("synth", "--questions", "20", "--seed", "7")
 KILL_PROBE = """
 import os, signal, sys
 from ragopt.synth import extractive
-made = extractive.ExtractiveGenerator.candidate
+made = extractive.ExtractiveQuestionGenerator.candidate
 calls = [0]
 def candidate(self, *args, **kwargs):
     calls[0] += 1
     if calls[0] == 15:
         os.kill(os.getpid(), signal.SIGKILL)
     return made(self, *args, **kwargs)
-extractive.ExtractiveGenerator.candidate = candidate
+extractive.ExtractiveQuestionGenerator.candidate = candidate
 from ragopt.cli import main
 sys.exit(main(sys.argv[1:]))
 """
