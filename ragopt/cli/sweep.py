@@ -309,7 +309,8 @@ def run(args: argparse.Namespace) -> int:
     _say(f"objective: {results.objective}")
     print(f"gates: {', '.join(results.gates) or '(none)'}")
     more = len(results.trials) - TABLE_ROWS
-    for line in [*table_lines(results), *([f"  ... {more} more trials in results.csv"] if more > 0 else []), *judge_lines(results)]:
+    hidden = [f"  ... {more} more {'trial' if more == 1 else 'trials'} in results.csv"] if more > 0 else []
+    for line in [*table_lines(results), *hidden, *judge_lines(results)]:
         print(line)
     print(f"outputs in {out}: {', '.join(p.name for p in paths.values())}")
     if mlflow is not None:
