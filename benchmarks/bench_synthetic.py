@@ -15,7 +15,7 @@ scored on the same remaining queries, so the two columns compare.
 
 Usage: python benchmarks/bench_synthetic.py [--datasets scifact,hotpotqa_dev500,msmarco_dl19_subset]
        [--arms plain,like] [--questions 200] [--examples 40] [--seed 0] [--chunk-sizes 64,128,256,whole]
-       [--limit N] [--workspace DIR] [--json]
+       [--limit N] [--data DIR] [--workspace DIR] [--json]
 The workspace keeps indexes, embeddings, per-query outcomes and each finished (dataset, arm) result, so a
 killed run re-run resumes where it stopped. --limit N cuts each corpus to the documents a scored query judges
 relevant plus the first N others (a quick run while developing; the trust check runs the full sets). Torch uses one thread. Progress goes to stderr.
@@ -111,7 +111,7 @@ def run_arm(name: str, arm: str, real: Any, examples: list[tuple[str, str]], arg
 def run_dataset(name: str, args: argparse.Namespace, workspace: Path) -> dict[str, Any]:
     from ragopt.data import load_evalset
 
-    folder = data_root() / DATASETS[name]
+    folder = Path(args.data) / DATASETS[name]
     real = load_evalset(folder)
     labelled = [q.query.id for q in real.queries]
     examples, scored_ids = split_queries(folder, labelled, args.examples, args.seed)
@@ -136,6 +136,7 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--chunk-sizes", default="64,128,256,whole")
     p.add_argument("--limit", type=int, default=None, help="judged documents plus this many others (a quick run, not the trust check)")
+    p.add_argument("--data", default=str(data_root()), help="the folder holding the labelled sets (default ../shared/data)")
     p.add_argument("--workspace", default=str(REPO / ".ragopt"))
     p.add_argument("--json", action="store_true")
     args = p.parse_args(argv)

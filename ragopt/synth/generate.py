@@ -70,9 +70,8 @@ def synthesize(documents: Sequence[Document], config: SynthConfig, workspace: Pa
         if config.like:
             from ragopt.synth.like import PILOT, Retrieval
 
-            search = searchers(report.index, embedder, askers, docs)
-            generator.learn(config.like, Retrieval(search["bm25"], search["dense"], docs), ordered(documents, config.seed)[:PILOT],
-                            config.seed)
+            generator.learn(config.like, Retrieval(searchers(report.index, embedder, askers, docs), docs),
+                            ordered(documents, config.seed)[:PILOT], config.seed)
     filters = Filters(config, docs, round_trip)
     kept: list[Candidate] = []
     seen = 0

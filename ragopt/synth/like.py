@@ -110,12 +110,13 @@ class Style:
 class Retrieval:
     """The user's corpus as whole documents, searched by BM25 and by the dense model (owner: see top_document)."""
 
-    def __init__(self, bm25: Callable[[str], list[str]], dense: Callable[[str], list[str]], documents: dict[str, Document]):
-        self.bm25, self.dense, self.documents = bm25, dense, documents
+    def __init__(self, search: dict[str, Callable[..., Any]], documents: dict[str, Document]):
+        self.bm25, self.dense, self.embed, self.documents = search["bm25"], search["dense"], search["embed"], documents
 
     def overlap(self, queries: Sequence[str]) -> float:
         """Mean Jaccard of the two top-10 document sets: how lexical the queries are, measured without labels
         (a query that names its passage's words finds the same documents both ways)."""
+        self.embed(queries)
         shares = []
         for q in queries:
             a, b = set(self.bm25(q)), set(self.dense(q))
@@ -124,6 +125,7 @@ class Retrieval:
 
 
 def measure_shapes(examples: Sequence[str], generator: ExtractiveGenerator, retrieval: Retrieval) -> tuple[Shape, ...]:
+    retrieval.embed(examples)
     shapes = []
     for query in examples:
         tokens = generator.words(query)
