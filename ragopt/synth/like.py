@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from ragopt.errors import InputError
-from ragopt.synth.extractive import Candidate, ExtractiveGenerator
+from ragopt.synth.extractive import Candidate, ExtractiveQuestionGenerator
 from ragopt.text import has_han, words
 from ragopt.types import Document
 
@@ -124,7 +124,7 @@ class Retrieval:
         return statistics.fmean(shares) if shares else 0.0
 
 
-def measure_shapes(examples: Sequence[str], generator: ExtractiveGenerator, retrieval: Retrieval) -> tuple[Shape, ...]:
+def measure_shapes(examples: Sequence[str], generator: ExtractiveQuestionGenerator, retrieval: Retrieval) -> tuple[Shape, ...]:
     retrieval.embed(examples)
     shapes = []
     for query in examples:
@@ -148,7 +148,7 @@ def join_words(tokens: Sequence[str]) -> str:
     return out
 
 
-class StyledGenerator(ExtractiveGenerator):
+class StyledQuestionGenerator(ExtractiveQuestionGenerator):
     """The extractive generator, each question in the shape of one of the user's queries (see the module)."""
 
     name = "extractive"

@@ -31,14 +31,14 @@ SENTENCES = ["What is the unit of the fasting glucose field in the lab dictionar
 KILL_PROBE = """
 import os, signal, sys
 from ragopt.synth import like
-made = like.StyledGenerator.candidate
+made = like.StyledQuestionGenerator.candidate
 calls = [0]
 def candidate(self, *args, **kwargs):
     calls[0] += 1
     if calls[0] == 8:  # in the calibration's pilot, after the index and the vocabulary's embeddings
         os.kill(os.getpid(), signal.SIGKILL)
     return made(self, *args, **kwargs)
-like.StyledGenerator.candidate = candidate
+like.StyledQuestionGenerator.candidate = candidate
 from ragopt.cli import main
 sys.exit(main(sys.argv[1:]))
 """
