@@ -15,11 +15,12 @@ from pathlib import Path
 import pytest
 
 from fixtures.cli import one_line_error, ragopt
+from ragopt.shipped import shipped_dataset
 from ragopt.errors import InputError
 from ragopt.synth.like import join_words, read_examples
 from ragopt.text import words
 
-HOSPITAL = Path(__file__).resolve().parents[2] / "evalsets" / "hospital" / "corpus.jsonl"
+HOSPITAL = shipped_dataset() / "corpus.jsonl"
 ARGS = ("synth", "--questions", "12", "--seed", "3")
 KEYWORDS = ["glucose unit", "creatinine valid range", "hba1c warehouse", "sodium table", "potassium dictionary",
             "fasting glucose", "lab range quarantine", "random glucose meaning"]
