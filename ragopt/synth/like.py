@@ -108,7 +108,7 @@ class Style:
 
 
 class Retrieval:
-    """The user's corpus as whole documents, searched by BM25 and by the dense model (owner: see top_document)."""
+    """The user's corpus as whole documents, searched by BM25 and by the dense model (ragopt/synth/filters.py searchers)."""
 
     def __init__(self, search: dict[str, Callable[..., Any]], documents: dict[str, Document]):
         self.bm25, self.dense, self.embed, self.documents = search["bm25"], search["dense"], search["embed"], documents
