@@ -16,7 +16,7 @@ from typing import Any, Sequence
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from ragopt.config import StrictModel
+from ragopt.config import StrictModel, validate
 from ragopt.errors import InputError
 from ragopt.plan.model import PlanConfig
 from ragopt.plan.results_file import read_results
@@ -76,10 +76,11 @@ def from_results(path: str | Path, trial: str | None = None) -> SavedPlan:
     if not found.get("plan"):
         raise InputError("this results.json records no plan per trial (made before ragopt recorded them): run the sweep again",
                          path=path, field="--from")
+    plan = validate(PlanConfig, found["plan"], path)  # a bad plan names its key, e.g. trials' retrieval.fusion
     dataset = data["dataset"]
     try:
         return SavedPlan(
-            plan=PlanConfig.model_validate(found["plan"]), source=str(path),
+            plan=plan, source=str(path),
             provenance=Provenance(trial=wanted, dataset=_dataset_path(dataset["path"], path),
                                   corpus_fingerprint=dataset["fingerprint"].split(":")[0],
                                   ragopt=data["versions"]["ragopt"], models=found.get("models", {})),
@@ -149,8 +150,6 @@ def export_toml(saved: SavedPlan, out: str | Path) -> Path:
 
 def load_plan_toml(path: str | Path) -> SavedPlan:
     """A plan written by `export_toml` (or by hand: a [plan] table, optionally [provenance])."""
-    from ragopt.config import validate
-
     path = Path(path)
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
