@@ -154,3 +154,13 @@ def test_a_spec_names_a_known_slot(slot: str) -> None:
 
     with pytest.raises(ValueError, match="slot must be one of"):
         StageSpec("x", StrictModel, lambda config, ctx: None, slot=slot)
+
+
+def test_help_imports_no_stage_module() -> None:
+    """The registry collects the stage modules on the first lookup, never for `ragopt --help`."""
+    probe = ("import contextlib, io, sys\nfrom ragopt.cli import main\n"
+             "with contextlib.redirect_stdout(io.StringIO()), contextlib.suppress(SystemExit):\n    main(['--help'])\n"
+             "print(sorted(m for m in sys.modules if m.startswith('ragopt.stages') or m.startswith('ragopt.plan')))\n")
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert done.returncode == 0 and done.stdout.strip() == "[]", done.stdout + done.stderr
