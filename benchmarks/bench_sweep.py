@@ -5,7 +5,7 @@ Each run is its own `ragopt sweep` process, so nothing survives in memory betwee
 saves comes from the workspace alone. Prints every scenario and the ratios to the cold run; --json prints
 one JSON object. Target (issue 8): warm / cold <= 0.10.
 
-Usage: python benchmarks/bench_sweep.py [--config pipelines/hospital-sweep.toml] [--top-k 1,3,5,10,20] [--json]
+Usage: python benchmarks/bench_sweep.py [--config hospital-sweep] [--top-k 1,3,5,10,20] [--json]
 """
 
 from __future__ import annotations
@@ -19,8 +19,6 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-
-REPO = Path(__file__).resolve().parents[1]
 
 
 def run(args: list[str], workspace: Path, out: Path) -> float:
@@ -36,7 +34,7 @@ def run(args: list[str], workspace: Path, out: Path) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--config", default=str(REPO / "pipelines" / "hospital-sweep.toml"))
+    parser.add_argument("--config", default="hospital-sweep", help="a sweep TOML or a shipped config's name")
     parser.add_argument("--top-k", help="override the config's K values (comma-separated)")
     parser.add_argument("--keep", metavar="DIR", help="keep each run's outputs (results.json, report.html...) under DIR")
     parser.add_argument("--json", action="store_true")

@@ -19,6 +19,7 @@ LAYERS = [
     {"__main__"},
     {"cli"},
     {"serve", "synth"},
+    {"observe"},  # exporters of eval's results and the traces; imported only when an export is switched on
     {"eval"},
     {"judge"},
     {"train", "interop"},
@@ -30,7 +31,7 @@ LAYERS = [
     {"__init__"},  # ragopt/__init__.py: the core re-exported for users, and __version__
     {"documents"},
     {"data", "resources", "cache", "gguf_meta", "pipeline", "text", "workspace"},
-    {"capacity", "trace", "permissions"},
+    {"capacity", "trace", "permissions", "shipped"},
     {"config", "types"},
     {"errors"},
 ]

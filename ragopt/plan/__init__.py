@@ -12,7 +12,7 @@ Chain order, by slot: rewrite -> retrieval (embed, vector, bm25, fuse) -> rerank
 prompt -> generate -> cite. Within a slot, stages run in the order of their kind names.
 """
 
-from ragopt.plan.assemble import build_steps, open_index, open_plan, pipeline_for, retrieval_stages, steps_by_slot
+from ragopt.plan.assemble import build_steps, build_or_reuse_index, open_plan, pipeline_for, retrieval_stages, steps_by_slot
 from ragopt.plan.model import PlanConfig, check_plans, validate_stage_values
 from ragopt.plan.registry import kind_in_slot, register_stage, spec_for, stage_specs, unregister_stage
 from ragopt.plan.saved import SavedPlan, check_saved, export_toml, load_plan, open_saved
@@ -21,5 +21,5 @@ from ragopt.stages.spec import SLOTS, BuildContext, ModelFile, StageSpec
 __all__ = [
     "SLOTS", "BuildContext", "ModelFile", "PlanConfig", "StageSpec", "build_steps", "check_plans", "open_plan", "pipeline_for",
     "kind_in_slot", "register_stage", "retrieval_stages", "spec_for", "stage_specs", "unregister_stage", "validate_stage_values",
-    "SavedPlan", "check_saved", "open_index", "steps_by_slot", "export_toml", "load_plan", "open_saved",
+    "SavedPlan", "check_saved", "build_or_reuse_index", "steps_by_slot", "export_toml", "load_plan", "open_saved",
 ]

@@ -69,7 +69,7 @@ def pipeline_for(plan: PlanConfig, index: Index | None, embedder: Embedder, work
     return Pipeline(steps, memo=memo) if index is not None else Pipeline(steps, memo=memo, inputs=(*REQUEST_INPUTS, "hits"))
 
 
-def open_index(plan: PlanConfig, documents: Sequence[Document], workspace: Path, *, store: StoreConfig | None = None,
+def build_or_reuse_index(plan: PlanConfig, documents: Sequence[Document], workspace: Path, *, store: StoreConfig | None = None,
                resources: Any = None, progress: bool = True) -> tuple[Any, Embedder]:
     """Build (or reuse) the plan's index over `documents`: (build report, embedder)."""
     embedder = make_embedder(workspace, plan.embedder, resources)
@@ -81,7 +81,7 @@ def open_index(plan: PlanConfig, documents: Sequence[Document], workspace: Path,
 def open_plan(plan: PlanConfig, documents: Sequence[Document], workspace: Path, *, store: StoreConfig | None = None,
               resources: Any = None, progress: bool = True, cache_queries: bool = False) -> tuple[Pipeline, Any]:
     """Build (or reuse) the plan's index over `documents` and return (pipeline, build report)."""
-    report, embedder = open_index(plan, documents, workspace, store=store, resources=resources, progress=progress)
+    report, embedder = build_or_reuse_index(plan, documents, workspace, store=store, resources=resources, progress=progress)
     return pipeline_for(plan, report.index, embedder, workspace, resources=resources, cache_queries=cache_queries), report
 
 

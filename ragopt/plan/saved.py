@@ -3,8 +3,8 @@ named), written to TOML (`ragopt export`) and read back, always with what it was
 corpus fingerprint, model fingerprints, ragopt version). `check_saved` refuses, before anything is built, a
 plan whose dataset, models or ragopt version no longer match: one line naming what differs.
 
-results.json is read as plain JSON here (its model lives in ragopt.eval, a room above this one); only the fields
-a rebuild needs are read.
+results.json is read through ragopt.plan.results_file (the one reader, which checks its schema version; the
+full model lives in ragopt.eval, a room above this one); only the fields a rebuild needs are used.
 """
 
 from __future__ import annotations
@@ -16,9 +16,10 @@ from typing import Any, Sequence
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from ragopt.config import StrictModel
+from ragopt.config import StrictModel, validate
 from ragopt.errors import InputError
 from ragopt.plan.model import PlanConfig
+from ragopt.plan.results_file import read_results
 from ragopt.types import Document
 
 
@@ -63,12 +64,7 @@ def plan_models(plan: PlanConfig, embedder_fingerprint: str) -> dict[str, ModelR
 def from_results(path: str | Path, trial: str | None = None) -> SavedPlan:
     """The selected trial of a sweep's results.json (or the one named `trial`), with its provenance."""
     path = Path(path)
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise InputError("results file not found", path=path, field="--from") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise InputError(f"not a results.json: {exc}", path=path, field="--from") from None
+    data = read_results(path, flag="--from")
     wanted = trial or data.get("selected")
     if wanted is None:
         raise InputError("no trial passed the sweep's gates; name one with --trial ID", path=path, field="--trial")
@@ -80,10 +76,11 @@ def from_results(path: str | Path, trial: str | None = None) -> SavedPlan:
     if not found.get("plan"):
         raise InputError("this results.json records no plan per trial (made before ragopt recorded them): run the sweep again",
                          path=path, field="--from")
+    plan = validate(PlanConfig, found["plan"], path)  # a bad plan names its key, e.g. trials' retrieval.fusion
     dataset = data["dataset"]
     try:
         return SavedPlan(
-            plan=PlanConfig.model_validate(found["plan"]), source=str(path),
+            plan=plan, source=str(path),
             provenance=Provenance(trial=wanted, dataset=_dataset_path(dataset["path"], path),
                                   corpus_fingerprint=dataset["fingerprint"].split(":")[0],
                                   ragopt=data["versions"]["ragopt"], models=found.get("models", {})),
@@ -153,8 +150,6 @@ def export_toml(saved: SavedPlan, out: str | Path) -> Path:
 
 def load_plan_toml(path: str | Path) -> SavedPlan:
     """A plan written by `export_toml` (or by hand: a [plan] table, optionally [provenance])."""
-    from ragopt.config import validate
-
     path = Path(path)
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))

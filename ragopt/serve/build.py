@@ -14,12 +14,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ragopt.cache import open_store
 from ragopt.config import ChunkerConfig, StoreConfig, needs_vectors
 from ragopt.documents import DocsOptions, corpus_documents
 from ragopt.errors import InputError
 from ragopt.plan.model import PlanConfig
 from ragopt.plan.saved import SavedPlan
-from ragopt.serve.caches import ServeCaches, open_store
+from ragopt.serve.caches import ServeCaches
 from ragopt.serve.service import Backend, RagService, ServeSettings
 from ragopt.stages.spec import AFTER_GENERATION, BEFORE_GENERATION, GENERATE_SLOT, GENERATION_SLOTS, HITS_SLOTS
 

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any, Callable, Sequence
 
+from ragopt.errors import BreakerOpen, Refused
 from ragopt.pipeline import RequestState
 
 # KEYS[1] bucket; ARGV: rate/s, burst, now (s), cost. Returns {allowed 0/1, retry_after ms}.
@@ -115,10 +116,6 @@ class DailyQuota:
             self._used[k] = self._used.get(k, 0) + tokens
 
 
-class BreakerOpen(RuntimeError):
-    """The backend failed repeatedly; calls are refused until its breaker half-opens."""
-
-
 class CircuitBreaker:
     CLOSED, OPEN, HALF_OPEN = "closed", "open", "half_open"
 
@@ -160,6 +157,12 @@ class CircuitBreaker:
             self.trial_in_flight = False
             self._move(self.CLOSED)
 
+    def neutral(self) -> None:
+        """The call was refused under load (ragopt.errors.Refused): it says nothing about the backend's health,
+        so nothing changes but that a half-open trial may be taken again."""
+        with self._lock:
+            self.trial_in_flight = False
+
     def failure(self) -> None:
         with self._lock:
             self.consecutive_failures += 1
@@ -183,7 +186,8 @@ class _StandIn:
 
 class Guarded(_StandIn):
     """A stage behind a circuit breaker, with the same name and fields. A cancelled or timed-out request
-    (finish_reason "deadline") says nothing about the backend's health and does not count either way."""
+    (finish_reason "deadline") says nothing about the backend's health and does not count either way, nor does a
+    refusal under load (a busy or overloaded model, a request over the KV budget)."""
 
     def __init__(self, stage: Any, breaker: CircuitBreaker):
         super().__init__(stage)
@@ -194,7 +198,10 @@ class Guarded(_StandIn):
             raise BreakerOpen(f"circuit breaker {self.breaker.name!r} is open")
         try:
             state = self.stage.run(state)
-        except Exception:
+        except Refused:
+            self.breaker.neutral()
+            raise
+        except Exception:  # any other failure of the backend, in process or remote, counts against it
             self.breaker.failure()
             raise
         self.breaker.success()
@@ -215,7 +222,9 @@ class PromptGate(_StandIn):
             raise BreakerOpen(f"circuit breaker {self.breaker.name!r} is open")
         try:
             return self.stage.run(state)
-        except Exception:
+        except Refused:
+            raise
+        except Exception:  # any other failure of the backend's tokenizer counts against it
             self.breaker.failure()
             raise
 

@@ -22,6 +22,7 @@ import time
 from dataclasses import asdict, dataclass, replace
 from typing import Any, Callable, Sequence
 
+from ragopt.errors import BackendError
 from ragopt.serve.loadspec import LONG_PREAMBLE, LoadSpec, TenantLoad
 from ragopt.trace import percentiles
 
@@ -85,7 +86,7 @@ async def _one(client: Any, spec: LoadSpec, key: str, kind: str, question: str, 
         out.status = "timed_out" if trace.get("timed_out") else "ok"
     except TimeoutError:
         out.status, out.error = "timed_out", f"no complete answer within {spec.timeout_s:g} s"
-    except (httpx.HTTPError, ValueError, KeyError) as exc:
+    except (httpx.HTTPError, BackendError, ValueError, KeyError) as exc:  # ValueError: a body that is not the JSON promised
         out.status, out.error = "error", f"{type(exc).__name__}: {exc}"
     finally:
         out.end_s = time.perf_counter() - t0
@@ -106,8 +107,8 @@ async def _read_answer(r: Any, stream: bool, first_token: Callable[[], None]) ->
             elif event == "done":
                 return json.loads(line[5:])
             elif event == "error":
-                raise ValueError(f"server error event: {line[5:200]}")
-    raise ValueError("the stream ended without a done event")
+                raise BackendError(f"server error event: {line[5:200]}")
+    raise BackendError("the stream ended without a done event")
 
 
 class _LoadRun:

@@ -15,7 +15,8 @@ A head may start only when its key and its tenant are under their concurrency ca
 it still cover the other keys' unused `reserved_slots`. A request whose deadline leaves less time than the
 fastest recent service is refused (503, Retry-After) before it takes a slot: at arrival or while waiting,
 never after a wasted prefill. The `fifo` policy (arrival order, one counter) is the old admission, kept as
-the benchmark's baseline.
+the benchmark's baseline. With `shared` (Redis), the tenants' counters are the service every serve process
+behind that Redis gave them, so a tenant that floods one process is behind in the others too.
 """
 
 from __future__ import annotations
@@ -25,7 +26,9 @@ import threading
 import time
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Callable, Literal
+from typing import Any, Callable, Literal
+
+from ragopt.errors import SlotRefused
 
 Policy = Literal["fair", "fifo"]
 
@@ -58,16 +61,6 @@ def slot_limit(slots: int, kv_budget_bytes: float | None = None, kv_bytes_per_se
     return max(limit, 0)
 
 
-class SlotRefused(RuntimeError):
-    """No slot for this request: 429 (queue full or waited too long) or 503 (its deadline cannot be met)."""
-
-    def __init__(self, message: str, retry_after_s: float, status: int, reason: str):
-        super().__init__(message)
-        self.retry_after_s = retry_after_s
-        self.status = status
-        self.reason = reason
-
-
 @dataclass(eq=False)
 class Ticket:
     """One request's place: in a key's queue, then in a slot."""
@@ -98,15 +91,45 @@ class _Account:
     last_served: int = -1  # the grant number of its last slot: equal counters go to the one served longest ago
 
 
+# KEYS[1] the hash; ARGV: tenant, floor. Raises the tenant's counter to at least floor; returns it.
+_RAISE_LUA = """
+local cur = tonumber(redis.call('HGET', KEYS[1], ARGV[1]) or '0')
+local floor = tonumber(ARGV[2])
+if cur < floor then redis.call('HSET', KEYS[1], ARGV[1], ARGV[2]); return ARGV[2] end
+return tostring(cur)
+"""
+
+
+class SharedService:
+    """The tenants' weighted service counters in a Redis hash, so that several serve processes behind one Redis
+    order tenants by the service all of them gave (each process still schedules its own slots)."""
+
+    def __init__(self, client: Any, key: str = "ragopt:scheduler:service"):
+        self.client = client
+        self.key = key
+        self._raise = client.register_script(_RAISE_LUA)
+
+    def add(self, tenant: str, amount: float) -> None:
+        self.client.hincrbyfloat(self.key, tenant, amount)
+
+    def raise_to(self, tenant: str, floor: float) -> float:
+        return float(self._raise(keys=[self.key], args=[tenant, repr(floor)]))
+
+    def read(self) -> dict[str, float]:
+        return {(k.decode() if isinstance(k, bytes) else k): float(v) for k, v in self.client.hgetall(self.key).items()}
+
+
 class Scheduler:
     def __init__(self, limit: int, queue_timeout_s: float = 30.0, max_queue: int = 64, aging_s: float = 10.0,
-                 policy: Policy = "fair", clock: Callable[[], float] = time.monotonic, recent: int = 16):
+                 policy: Policy = "fair", clock: Callable[[], float] = time.monotonic, recent: int = 16,
+                 shared: SharedService | None = None):
         self.limit = limit
         self.queue_timeout_s = queue_timeout_s
         self.max_queue = max_queue
         self.aging_s = aging_s
         self.policy = policy
         self.clock = clock
+        self.shared = shared
         self.running = 0
         self.waiting = 0
         self.vtime = 0.0  # the counter of the last tenant served: where a returning tenant starts
@@ -225,9 +248,12 @@ class Scheduler:
     def _enqueue(self, ticket: Ticket) -> None:
         self.register(ticket.tenant, ticket.key_id, ticket.key, ticket.tenant_policy)
         t, k = self._tenants[ticket.tenant], self._keys[(ticket.tenant, ticket.key_id)]
+        self._sync()
         if t.waiting == 0:  # VTC's lift: a tenant back from idle starts level with the backlogged ones
             backlogged = [a.counter for a in self._tenants.values() if a.waiting > 0]
             t.counter = max(t.counter, min(backlogged) if backlogged else self.vtime)
+            if self.shared is not None:
+                t.counter = self.shared.raise_to(ticket.tenant, t.counter)
         if not k.queue:  # the same rule among the tenant's keys
             peers = [a.counter for (tn, _), a in self._keys.items() if tn == ticket.tenant and a.queue]
             k.counter = max(k.counter, min(peers) if peers else t.vtime)
@@ -242,9 +268,19 @@ class Scheduler:
             self._tenants[ticket.tenant].waiting -= 1
             self.waiting -= 1
 
+    def _sync(self) -> None:
+        """Take the tenants' counters from the shared hash (what every process served them)."""
+        if self.shared is None:
+            return
+        for tenant, value in self.shared.read().items():
+            if tenant in self._tenants:
+                self._tenants[tenant].counter = value
+
     def _charge(self, ticket: Ticket, tokens: float) -> None:
         ticket.charged += tokens
         self._tenants[ticket.tenant].counter += tokens / ticket.tenant_policy.weight
+        if self.shared is not None:
+            self.shared.add(ticket.tenant, tokens / ticket.tenant_policy.weight)
         self._keys[(ticket.tenant, ticket.key_id)].counter += tokens / ticket.key.weight
 
     def _may_start(self, ticket: Ticket) -> bool:
@@ -266,6 +302,8 @@ class Scheduler:
 
     def _dispatch(self) -> None:
         """Hand free slots to the best heads, one at a time (each grant changes the next one's conditions)."""
+        if self.running < self.limit and self.waiting > 0:
+            self._sync()
         while self.running < self.limit and self.waiting > 0:
             heads = [q.queue[0] for q in self._keys.values() if q.queue]
             top = max(h.key.priority for h in heads)

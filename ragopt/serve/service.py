@@ -19,12 +19,13 @@ from typing import Any, Callable, Literal, Sequence
 from pydantic import Field
 
 from ragopt.config import StrictModel
+from ragopt.errors import Refused, SlotRefused
 from ragopt.pipeline import REQUEST_INPUTS, Pipeline, RequestState, Step
 from ragopt.serve.caches import CacheScope, ServeCaches
 from ragopt.serve.guards import (CircuitBreaker, DailyQuota, FallbackChain, Guarded, PromptGate, RateLimiter, Router,
                                  SkipWhenAnswered, StageDeadline)
 from ragopt.serve.metrics import ServeMetrics
-from ragopt.serve.scheduler import KeyPolicy, Scheduler, SlotRefused, TenantPolicy, Ticket, slot_limit
+from ragopt.serve.scheduler import KeyPolicy, Scheduler, SharedService, TenantPolicy, Ticket, slot_limit
 from ragopt.types import Hit, Query
 
 
@@ -99,16 +100,6 @@ class Serial:
         return state
 
 
-class Refused(Exception):
-    """A request refused before any work: 429 (rate limit, quota, admission) with Retry-After."""
-
-    def __init__(self, reason: str, retry_after_s: float, status: int = 429):
-        super().__init__(reason)
-        self.reason = reason
-        self.retry_after_s = retry_after_s
-        self.status = status
-
-
 @dataclass
 class Principal:
     key_id: str  # a short hash of the API key, never the key itself
@@ -170,7 +161,8 @@ class RagService:
         self.quota = DailyQuota(s.daily_tokens_per_tenant, redis_client) if s.daily_tokens_per_tenant else None
         self.router = Router(s.small_max_words if "small" in backends else 0)
         self.scheduler = Scheduler(slot_limit(s.slots, s.kv_budget_bytes, kv_bytes_per_sequence), queue_timeout_s=s.queue_timeout_s,
-                                   max_queue=s.max_queue, aging_s=s.aging_s, policy=s.schedule)
+                                   max_queue=s.max_queue, aging_s=s.aging_s, policy=s.schedule,
+                                   shared=SharedService(redis_client) if redis_client is not None else None)
         self.metrics.watch_scheduler(self.scheduler)
         self.breakers: dict[str, CircuitBreaker] = {}
         self.retrieve = Pipeline([self._retrieval_step(s) for s in retrieval]) if retrieval else None
@@ -229,14 +221,14 @@ class RagService:
         ok, wait = self.key_limiter.take(principal.key_id)
         if not ok:
             self.metrics.rate_limited.labels(reason="key").inc()
-            raise Refused("rate limit of this API key", wait)
+            raise Refused("rate limit of this API key", wait, reason="key")
         ok, wait = self.tenant_limiter.take(principal.tenant)
         if not ok:
             self.metrics.rate_limited.labels(reason="tenant").inc()
-            raise Refused("rate limit of this tenant", wait)
+            raise Refused("rate limit of this tenant", wait, reason="tenant")
         if self.quota is not None and self.quota.exceeded(principal.tenant):
             self.metrics.rate_limited.labels(reason="quota").inc()
-            raise Refused("daily token quota of this tenant is spent", self.quota.seconds_to_midnight())
+            raise Refused("daily token quota of this tenant is spent", self.quota.seconds_to_midnight(), reason="quota")
 
     def answer(self, question: str, principal: Principal, options: AskOptions, handle: RequestHandle,
                on_token: Callable[[str], None] | None = None) -> dict[str, Any]:
@@ -323,7 +315,7 @@ class RagService:
             waited = self.scheduler.acquire(ticket)
         except SlotRefused as exc:
             self.metrics.rate_limited.labels(reason=exc.reason).inc()
-            raise Refused(str(exc), exc.retry_after_s, status=exc.status) from None
+            raise
         tokens = (0, 0)
         try:
             result = self.pipelines[route].run_state(state)

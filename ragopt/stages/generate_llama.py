@@ -45,7 +45,7 @@ from ragopt.backends.repetition import RepetitionStop
 from ragopt.backends.text_stream import StopFilter, StreamedText
 from ragopt.cache import CacheKey
 from ragopt.config import StrictModel, knob
-from ragopt.errors import InputError
+from ragopt.errors import InputError, Overloaded, QueueTimeout
 from ragopt.pipeline import RequestState
 from ragopt.resources import Resources
 from ragopt.stages.citations import invalid_markers, parse_citations
@@ -126,14 +126,6 @@ class GeneratorConfig(StrictModel):
 
     def engine_key(self, path: Path) -> tuple[Any, ...]:
         return ("llama", str(path.resolve()), self.n_ctx, self.n_batch, self.n_threads, self.kv_type, self.n_gpu_layers, self.flash_attn)
-
-
-class QueueTimeout(TimeoutError):
-    """The model stayed busy past the request's deadline or queue timeout."""
-
-
-class Overloaded(RuntimeError):
-    """Too many requests already wait for the model."""
 
 
 def get_engine(config: GeneratorConfig, resources: Resources) -> Engine:

@@ -81,7 +81,7 @@ def fuse(lists: Sequence[Sequence[Hit]], rrf_k: int = 60, k: int | None = None) 
     if len(lists) == 1:
         return list(lists[0])[:k] if k is not None else list(lists[0])
     chunks = {h.chunk.id: h.chunk for hits in lists for h in hits}
-    fused = sorted(rrf([[(h.chunk.id, h.score) for h in hits] for hits in lists], k=rrf_k), key=lambda kv: (-kv[1], kv[0]))
+    fused = sorted(rrf([[(h.chunk.id, h.score) for h in hits] for hits in lists], rrf_k=rrf_k), key=lambda kv: (-kv[1], kv[0]))
     k = max((len(hits) for hits in lists), default=0) if k is None else k
     return [Hit(chunk=chunks[cid], score=score, rank=r, retriever="multi-rrf") for r, (cid, score) in enumerate(fused[:k], start=1)]
 

@@ -77,7 +77,7 @@ def reorder(hits: list[Hit], scores: Sequence[float], fusion: Fusion, weight: fl
     reranked = sorted(((h.chunk.id, float(s)) for h, s in zip(scored, scores)), key=lambda kv: -kv[1])
     before = [(h.chunk.id, h.score) for h in scored]
     if fusion == "rrf":
-        ranked = rrf([reranked, before], k=rrf_k)
+        ranked = rrf([reranked, before], rrf_k=rrf_k)
     elif fusion == "convex":
         ranked = convex(reranked, before, alpha=weight)
     else:

@@ -65,9 +65,9 @@ class MaxSimRerank:
         if not candidates:
             record(state, [], 0, False)
             return state
-        scores, hits, misses = self.scores(state, [h.chunk for h in candidates])
-        state.usage.cache_hits += hits
-        state.usage.cache_misses += misses
+        scores, cache_hits, cache_misses = self.scores(state, [h.chunk for h in candidates])
+        state.usage.cache_hits += cache_hits
+        state.usage.cache_misses += cache_misses
         state.hits = reorder(state.hits, scores, c.fusion, c.weight, c.rrf_k, self.name)
         record(state, candidates, len(scores), False)
         return state

@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
+from ragopt.errors import BreakerOpen, QueueTimeout
 from ragopt.pipeline import Pipeline, RequestState, Step
 from ragopt.serve.guards import (
-    BreakerOpen,
     CircuitBreaker,
     DailyQuota,
     FallbackChain,
@@ -97,6 +97,24 @@ def test_breaker_opens_after_failures_then_half_opens_and_closes_on_success() ->
     result = pipe.run("q")  # the half-open trial succeeds
     assert result.answer.text == "primary" and breaker.state == "closed"
     assert breaker.transitions == ["closed->open", "open->half_open", "half_open->closed"]
+
+
+def test_a_refusal_under_load_never_opens_the_breaker_nor_holds_its_trial() -> None:
+    class Busy(Flaky):
+        def run(self, state: RequestState) -> RequestState:
+            self.calls += 1
+            raise QueueTimeout("model busy")  # an injected fault: load, not a broken backend
+
+    breaker = CircuitBreaker("llm", failures=2, reset_s=0.1)
+    pipe = Pipeline([Step(Guarded(Busy(), breaker), fallback=ExtractiveGenerator())], inputs=("query", "hits"))
+    for _ in range(5):
+        assert "QueueTimeout" in pipe.run("q").trace.degraded[0]
+    assert breaker.state == "closed" and breaker.consecutive_failures == 0
+    breaker.failure()
+    breaker.failure()  # opened by real failures
+    time.sleep(0.15)
+    assert "QueueTimeout" in pipe.run("q").trace.degraded[0]  # the half-open trial was refused under load...
+    assert breaker.state == "half_open" and breaker.allow()  # ...so the next call may take the trial again
 
 
 def test_a_failed_half_open_trial_opens_the_breaker_again() -> None:

@@ -4,6 +4,7 @@ weights, caps, priorities with reserved slots, aging, deadlines refused before a
 from __future__ import annotations
 
 import json
+import re
 import threading
 import time
 from contextlib import contextmanager
@@ -16,7 +17,8 @@ from fixtures.serving import running_service, served_plan
 from fixtures.tiny_corpus import write_beir
 
 from ragopt import capacity
-from ragopt.serve.scheduler import KeyPolicy, Scheduler, SlotRefused, TenantPolicy, Ticket, slot_limit
+from ragopt.errors import SlotRefused
+from ragopt.serve.scheduler import KeyPolicy, Scheduler, TenantPolicy, Ticket, slot_limit
 
 
 class Clock:
@@ -249,16 +251,15 @@ def test_a_deadline_that_cannot_be_met_is_refused_before_prefill(tiny_gguf: Path
     import httpx
 
     with running_service(_long_opts(tiny_gguf, serve_files["dataset"]), tmp_path, serve_files["keys"]) as (url, service):
-        service.scheduler._recent.append(0.6)  # the fastest recent answer took 0.6 s
+        service.scheduler._recent.append(1.0)  # the fastest recent answer took 1 s
         with _holding_the_slot(url):
-            t0 = time.monotonic()
-            r = httpx.post(f"{url}/v1/ask", json={"question": "What causes tides?", "deadline_s": 1.5, "realtime": True},
+            r = httpx.post(f"{url}/v1/ask", json={"question": "What causes tides?", "deadline_s": 3.0, "realtime": True},
                            headers=BETA, timeout=30)
-            waited = time.monotonic() - t0
-            assert r.status_code == 503 and int(r.headers["Retry-After"]) >= 1 and "deadline" in r.json()["error"]
-            assert waited < 1.5  # refused at deadline - 0.6 s, not when the deadline passed
-            r = httpx.post(f"{url}/v1/ask", json={"question": "What causes tides?", "deadline_s": 0.3}, headers=BETA, timeout=30)
-            assert r.status_code == 503  # at arrival: 0.3 s is less than any answer takes
+            assert r.status_code == 503 and int(r.headers["Retry-After"]) >= 1, r.text
+            left = float(re.search(r"cannot be met: ([0-9.]+) s left", r.json()["error"]).group(1))  # type: ignore[union-attr]
+            assert left >= 0.5  # refused once less than 1 s was left (about 1 s before the deadline), not when it passed
+            r = httpx.post(f"{url}/v1/ask", json={"question": "What causes tides?", "deadline_s": 0.5}, headers=BETA, timeout=30)
+            assert r.status_code == 503  # at arrival: 0.5 s is less than any answer takes
         assert service.metrics.tokens_in.labels(tenant="beta")._value.get() == 0  # beta's prompts were never evaluated
         metrics = httpx.get(f"{url}/metrics").text
         assert 'ragopt_scheduler_refused_total{reason="deadline"} 2.0' in metrics
@@ -343,3 +344,23 @@ def served_extractive(serve_files: dict[str, Path], tmp_path: Path) -> Iterator[
     opts = ServeOptions(settings=ServeSettings(), plan=served_plan("extractive"), dataset=str(serve_files["dataset"]))
     with running_service(opts, tmp_path, serve_files["keys"]) as (url, _):
         yield url
+
+
+def test_schedulers_behind_one_redis_order_tenants_by_their_service_everywhere(fresh_redis: str, clock: Clock) -> None:
+    """Two serve processes' schedulers: tenant a floods the first; in the second, b goes ahead of a."""
+    import redis
+
+    from ragopt.serve.scheduler import SharedService
+
+    client = redis.Redis.from_url(fresh_redis, decode_responses=True)
+    first, second = (make(clock, shared=SharedService(client)) for _ in range(2))
+    for _ in range(4):
+        first.submit(ticket("a"))
+    serve_in_turn(first, clock, steps=3)  # a: 300 tokens of service, given by the first process
+    hold = ticket("c")
+    second.submit(hold)  # the second process's slot is busy
+    second.submit(ticket("b"))
+    second.submit(ticket("a"))
+    # counting only its own service, this process would see a and b level at 0 and serve a (by name) first
+    assert serve_in_turn(second, clock, steps=3) == ["c", "b", "a"]
+    assert SharedService(client).read()["a"] >= 400

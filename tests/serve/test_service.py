@@ -14,7 +14,8 @@ from fixtures.serving import serve_options, served_plan
 from ragopt.pipeline import RequestState, Step
 from ragopt.stages.generate_extractive import ExtractiveGenerator
 from ragopt.serve.build import ServeOptions, build_service
-from ragopt.serve.caches import DiskStore, ServeCaches
+from ragopt.cache import DiskStore
+from ragopt.serve.caches import ServeCaches
 from ragopt.serve.service import AskOptions, Backend, Principal, RagService, RequestHandle, ServeSettings
 
 ACME = Principal(key_id="k1", tenant="acme", scopes=("staff",))
