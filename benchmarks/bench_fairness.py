@@ -50,7 +50,7 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--parallel", type=int, default=4, help="llama-server slots")
     p.add_argument("--max-tokens", type=int, default=64)
     p.add_argument("--deadline", type=float, default=60.0, help="serve --deadline (s)")
-    p.add_argument("--dataset", default=str(ROOT / "evalsets" / "hospital"))
+    p.add_argument("--dataset", default=str(ROOT / "ragopt" / "shipped" / "evalsets" / "hospital"))
     p.add_argument("--serve-args", default="--retriever bm25 --chunk-size 128 --top-k 3",
                    help="retrieval flags for ragopt serve (default: small prompts, so a request takes seconds, not tens)")
     p.add_argument("--json", action="store_true")
@@ -74,7 +74,7 @@ def write_keys(folder: Path, slots: int) -> Path:
 def serve(args: argparse.Namespace, engine: str, schedule: str, keys: Path, workspace: Path) -> Iterator[str]:
     import httpx
 
-    from ragopt.serve.llama_server import free_port
+    from ragopt.backends.llama_server import free_port
 
     port = free_port()
     cmd = [sys.executable, "-m", "ragopt", "--workspace", str(workspace), "serve", "--dataset", args.dataset, "--no-cache",

@@ -19,6 +19,7 @@ LAYERS = [
     {"__main__"},
     {"cli"},
     {"serve", "synth"},
+    {"observe"},  # exporters of eval's results and the traces; imported only when an export is switched on
     {"eval"},
     {"judge"},
     {"train", "interop"},

@@ -215,7 +215,8 @@ def add_answer_args(p: argparse.ArgumentParser) -> None:
     add_retriever_args(p)
     p.add_argument("--top-k", type=int, default=5, help="passages retrieved for the prompt (default 5)")
     p.add_argument("--from", dest="from_results", metavar="RESULTS", default=None,
-                   help="a sweep's results.json: rebuild its selected trial's plan (trained models included), refused "
+                   help="a sweep's results.json, or runs:/RUN_ID of a trial's MLflow run (ragopt sweep --mlflow; the server "
+                        "from $MLFLOW_TRACKING_URI): rebuild its selected trial's plan (trained models included), refused "
                         "when its dataset, models or ragopt version no longer match; the knowledge base is the "
                         "sweep's dataset unless --dataset/--docs")
     p.add_argument("--trial", default=None, help="with --from: this trial instead of the selected one")
@@ -265,6 +266,11 @@ def saved_plan(args: argparse.Namespace):  # type: ignore[no-untyped-def]
         raise InputError("give --from (a results.json) or --plan (a plan file), not both", field="--plan")
     if args.trial and not args.from_results:
         raise InputError("goes with --from (a sweep's results.json)", field="--trial")
+    if args.from_results and args.from_results.startswith("runs:/"):  # a trial's MLflow run (ragopt sweep --mlflow)
+        from ragopt.cli._observe import mlflow_trial
+
+        results, trial = mlflow_trial(args.from_results, workspace(args))
+        return load_plan(results, args.trial or trial)
     if args.from_results:
         return load_plan(args.from_results, args.trial)
     return load_plan(args.plan) if args.plan else None

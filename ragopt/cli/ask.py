@@ -6,7 +6,7 @@ import argparse
 import sys
 import time
 
-from ragopt.cli import _common
+from ragopt.cli import _common, _observe
 
 
 def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -35,6 +35,7 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p.add_argument("--deadline", type=float, default=None, help="seconds; generation stops there and the answer is marked incomplete")
     p.add_argument("--no-stream", action="store_true", help="print the answer only when it is complete")
     p.add_argument("question")
+    _observe.add_trace_args(p)
     return p
 
 
@@ -119,6 +120,7 @@ def run(args: argparse.Namespace) -> int:
     from ragopt.types import Query
 
     saved = _common.saved_plan(args)
+    tracing = _observe.tracing(args, "ask")
     _route_cjk_question(args, saved)
     plan, config = _plan(args, saved)
     check_plans([plan])  # a missing model or glossary is one line before anything is read
@@ -169,6 +171,8 @@ def run(args: argparse.Namespace) -> int:
             print(f"  {line}")
 
     _print_trace(trace)
+    if tracing is not None:
+        _observe.export_answer(tracing, trace, args.question, answer, args.tenant)
     return 0
 
 

@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from ragopt.cli import _common
+from ragopt.cli import _common, _observe
 
 
 def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -55,6 +55,7 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p.add_argument("--price-in", type=float, default=0.0, help="price per 1k input tokens")
     p.add_argument("--price-out", type=float, default=0.0, help="price per 1k output tokens")
     p.add_argument("--price-hourly", type=float, default=0.0, help="price of the machine per hour (local models)")
+    _observe.add_trace_args(p)
     return p
 
 
@@ -135,6 +136,7 @@ def run(args: argparse.Namespace) -> int:
 
     opts = options(args)
     keys = load_api_keys(args.api_keys)
+    tracing = _observe.tracing(args, "serve")
     check_reservations(keys, opts.settings.slots, args.api_keys)
     import uvicorn
 
@@ -142,11 +144,15 @@ def run(args: argparse.Namespace) -> int:
     from ragopt.serve.build import build_service
 
     with ExitStack() as stack:
+        if tracing is not None:
+            stack.callback(tracing.shutdown)  # sends what is still queued
+            _observe.exit_cleanly_on_sigterm()
         service = build_service(opts, _common.workspace(args), stack)
-        app = create_app(service, keys)
+        app = create_app(service, keys, tracing=tracing)
         source = f"trial {opts.saved.provenance.trial}" if opts.saved and opts.saved.provenance else "the flags' plan"
         generator = service.backends["default"].model_id.split(":")[0]
-        print(f"ragopt serve: {source}, generator {generator}, {len(keys)} API keys, listening on http://{args.host}:{args.port}",
+        print(f"ragopt serve: {source}, generator {generator}, {len(keys)} API keys, listening on http://{args.host}:{args.port}"
+              + (f", traces to {tracing.settings.endpoint}" if tracing is not None else ""),
               file=sys.stderr, flush=True)
         uvicorn.run(app, host=args.host, port=args.port, log_level="warning", timeout_graceful_shutdown=5)
     return 0

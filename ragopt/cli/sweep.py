@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from ragopt.cli import _common
+from ragopt.cli import _common, _observe
 from ragopt.cli.judge import add_judge_args, judge_flags
 
 
@@ -44,6 +44,8 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
                    help="with --executor ray: the Ray cluster, e.g. ray://HEAD:10001, or auto on a node of one started "
                         "with `ray start` (default: a new local Ray instance)")
     add_judge_args(p, model_flag="--judge-model")
+    _observe.add_mlflow_arg(p)
+    _observe.add_trace_args(p)
     p.add_argument("--no-progress", action="store_true")
     return p
 
@@ -273,6 +275,8 @@ def run(args: argparse.Namespace) -> int:
 
     config = load_config(args)
     baseline = SweepResults.load(config.baseline.path) if config.baseline else None  # read before any work
+    mlflow = _observe.mlflow_uri(args)
+    tracing = _observe.tracing(args, "sweep")
     if args.docs:
         config = config.model_copy(update={"dataset": str(_common.generated_set(args, config.seed, not args.no_progress))})
     evalset, report_set, report_name = _evalsets(config)
@@ -285,7 +289,10 @@ def run(args: argparse.Namespace) -> int:
     outcome = run_sweep(
         evalset, config, workspace, progress=not args.no_progress,
         runs_dir=out / "runs" if args.save_runs else None, remeasure=args.remeasure,
+        on_trial=_observe.trial_exporter(tracing, {q.query.id: q.query.text for q in evalset.queries}) if tracing else None,
     )
+    if tracing is not None:
+        tracing.shutdown()  # the trials' traces are all queued: send them
     if not config.gates:
         print("warning: no quality gates, so every trial passes and the cheapest (smallest K) is selected; "
               "add --gate, e.g. --gate 'recall@10>=0.9'", file=sys.stderr)
@@ -307,7 +314,10 @@ def run(args: argparse.Namespace) -> int:
     _say(f"objective: {results.objective}")
     print(f"gates: {', '.join(results.gates) or '(none)'}")
     more = len(results.trials) - TABLE_ROWS
-    for line in [*table_lines(results), *([f"  ... {more} more trials in results.csv"] if more > 0 else []), *judge_lines(results)]:
+    hidden = [f"  ... {more} more {'trial' if more == 1 else 'trials'} in results.csv"] if more > 0 else []
+    for line in [*table_lines(results), *hidden, *judge_lines(results)]:
         print(line)
     print(f"outputs in {out}: {', '.join(p.name for p in paths.values())}")
+    if mlflow is not None:
+        _observe.log_sweep(mlflow, results, paths)
     return _print_selection(results)

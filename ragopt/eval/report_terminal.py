@@ -23,7 +23,7 @@ class Column:
     head: str
     cell: Callable[[Trial], str]
     order: int  # where it stands in the table; columns are added by priority, shown in this order
-    kind: str = ""  # "cite" or "stage": the columns a note explains
+    kind: str = ""  # "citation" or "stage": the columns a note explains
     width: int = 0
 
     def sized(self, trials: list[Trial]) -> Column:
@@ -56,7 +56,7 @@ def _citation(precision: str, floor: str, order: int) -> Column:
         return f"{p:.3f}" + ("" if f is None else f" ({f:.3f})") + ("!" if beats_floor(t, precision, floor) is False else " ")
 
     head = floor_label(precision).replace("citation ", "cite ").replace("answer contains reference", "contains ref")
-    return Column(f"{head} (floor) ", cell, order, "cite")
+    return Column(f"{head} (floor) ", cell, order, "citation")
 
 
 def _stage(stage: str, order: int) -> Column:
@@ -69,18 +69,20 @@ def _stage(stage: str, order: int) -> Column:
 
 def columns_by_priority(results: Any, first: Trial) -> tuple[list[Column], list[Column]]:
     """(the columns always shown: the objective's and the gates' metrics, context tokens, p95 latency; the
-    others, most wanted first: p50, recall@10 and nDCG@10, citation precision beside its floor, the ms each
-    stage adds where stages differ between trials)."""
+    others, most wanted first, as the README's table of the main job has them: nDCG@10, citation precision
+    beside its floor, p50, recall@10, the other citation precisions and contains-reference beside theirs, the ms
+    each stage adds where stages differ between trials)."""
     pairs = floor_pairs(results.trials)
     gate_metrics = [v.metric for v in results.verdicts.get(first.id, []) if not is_cost(v.metric)]
     key = [m for m in dict.fromkeys([quality_metric(results.gates), *gate_metrics]) if m not in {p for p, _ in pairs}]
-    more = [m for m in ("recall@10", "ndcg@10") if m not in key]
+    more = {m: len(key) + i for i, m in enumerate(m for m in ("recall@10", "ndcg@10") if m not in key)}
     n = len(key) + len(more)
     always = [*(_metric(m, i) for i, m in enumerate(key)), _cost("ctx tok", "context_tokens", 0, n),
               _cost("p95 ms", "p95_ms", 2, n + 2)]
-    optional = [_cost("p50 ms", "p50_ms", 2, n + 1), *(_metric(m, len(key) + i) for i, m in enumerate(more)),
-                *(_citation(p, f, n + 3 + i) for i, (p, f) in enumerate(pairs)),
-                *(_stage(s, n + 3 + len(pairs) + i) for i, s in enumerate(stage_latency_columns(results.trials)))]
+    cites = [_citation(p, f, n + 3 + i) for i, (p, f) in enumerate(pairs)]
+    stages = [_stage(s, n + 3 + len(pairs) + i) for i, s in enumerate(stage_latency_columns(results.trials))]
+    ndcg, recall = ([_metric(m, more[m])] if m in more else [] for m in ("ndcg@10", "recall@10"))
+    optional = [*ndcg, *cites[:1], _cost("p50 ms", "p50_ms", 2, n + 1), *recall, *cites[1:], *stages]
     return always, optional
 
 
@@ -113,7 +115,7 @@ def table_lines(results: Any, rows: int = TABLE_ROWS, width: int = TABLE_WIDTH) 
 
 def _notes(shown: list[Trial], chosen: list[Column], optional: list[Column]) -> list[str]:
     notes = []
-    if any(c.kind == "cite" and "!" in c.cell(t) for c in chosen for t in shown):
+    if any(c.kind == "citation" and "!" in c.cell(t) for c in chosen for t in shown):
         notes.append("! not above its floor beyond noise (the 95% paired bootstrap interval of the difference does not lie "
                      "above zero); citation precision's floor is always citing [1], contains-reference's the top "
                      "passage's lead cut to the answer's length")

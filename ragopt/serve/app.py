@@ -179,8 +179,9 @@ class _Requests:
     """One request from HTTP to `RagService.answer` and back: a worker thread, its tokens on a queue, the
     client's disconnect watched, the outcome counted."""
 
-    def __init__(self, service: RagService, keys: dict[str, Principal], pool: ThreadPoolExecutor):
+    def __init__(self, service: RagService, keys: dict[str, Principal], pool: ThreadPoolExecutor, tracing: Any = None):
         self.service, self.keys, self.pool = service, keys, pool
+        self.tracing = tracing  # ragopt.observe.otel.Tracing when traces are exported, else None
 
     def error(self, status: int, message: str, endpoint: str, outcome: str, headers: dict[str, str] | None = None,
               **extra: Any) -> Any:
@@ -197,8 +198,10 @@ class _Requests:
             raise HTTPException(401, "unknown or missing API key (Authorization: Bearer KEY)")
         return principal
 
-    async def start(self, question: str, principal: Principal, options: AskOptions) -> tuple[RequestHandle, asyncio.Queue]:
-        """Run the request in a worker thread; its tokens and its end arrive on the queue."""
+    async def start(self, question: str, principal: Principal, options: AskOptions,
+                    headers: dict[str, str]) -> tuple[RequestHandle, asyncio.Queue]:
+        """Run the request in a worker thread; its tokens and its end arrive on the queue. Its trace is exported
+        (when switched on) after the answer is handed over, joining the caller's trace from `headers`."""
         loop = asyncio.get_running_loop()
         queue: asyncio.Queue = asyncio.Queue()
         handle = RequestHandle()
@@ -212,6 +215,9 @@ class _Requests:
                 loop.call_soon_threadsafe(queue.put_nowait, ("done", out))
             except BaseException as exc:  # noqa: BLE001 - handed to the event loop, which answers for it
                 loop.call_soon_threadsafe(queue.put_nowait, ("error", exc))
+                return
+            if self.tracing is not None:
+                self.tracing.export_served(out, question, headers)
 
         loop.run_in_executor(self.pool, work)
         return handle, queue
@@ -255,7 +261,8 @@ class _Requests:
         refused = self.too_long(question, endpoint)
         if refused is not None:
             return refused
-        handle, queue = await self.start(question, principal, options)
+        handle, queue = await self.start(question, principal, options,
+                                         {k: v for k, v in request.headers.items() if k in ("traceparent", "tracestate")})
         first = await self.next_event(queue, handle, request)
         if first is None:
             return self.cancelled(endpoint)
@@ -303,11 +310,12 @@ class _Requests:
             self.service.metrics.requests.labels(endpoint=endpoint, outcome=outcome).inc()
 
 
-def create_app(service: RagService, keys: dict[str, Principal], max_workers: int = 256) -> Any:
+def create_app(service: RagService, keys: dict[str, Principal], max_workers: int = 256, tracing: Any = None) -> Any:
+    """`tracing`: a ragopt.observe.otel.Tracing that exports each answered request's trace (None: no export)."""
     app = FastAPI(title="ragopt serve")
     pool = ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="ragopt-serve")
     app.router.on_shutdown.append(lambda: pool.shutdown(wait=False, cancel_futures=True))
-    requests = _Requests(service, keys, pool)
+    requests = _Requests(service, keys, pool, tracing)
     for p in keys.values():
         service.scheduler.register(p.tenant, p.key_id, p.key, p.tenant_policy)
 
