@@ -75,8 +75,8 @@ def test_a_gate_passing_only_within_noise_is_marked():
 def test_citation_precision_is_shown_beside_its_floor_and_marked_below_it():
     results = make_rich_results()
     md = render_summary(results)
-    assert ("Citations: precision 0.610 (floor 0.520), span precision 0.480 (floor 0.310). "
-            "The floor is what always citing [1] (the top passage) scores.") in md
+    assert ("Answers: citation precision 0.610 (floor 0.520), citation span precision 0.480 (floor 0.310). "
+            "Citation precision is beside its floor, what always citing [1] (the top passage) scores") in md
     rows = _md_table(md, "## Trials")
     assert rows[0]["citation precision"] == "0.610 (floor 0.520)"
     assert rows[0]["citation span precision"] == "0.480 (floor 0.310)"
