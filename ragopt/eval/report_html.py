@@ -161,9 +161,8 @@ def _stage_html(t: Trial, stage: str, pct: str) -> str:
 def _citations_html(t: Trial, pairs: Sequence[tuple[str, str]]) -> str:
     cells = [f"{_e(floor_label(p))} {_floor_html(t, p, f)}" for p, f in pairs if measured(t.metrics.get(p)) is not None]
     if not cells:
-        return "<p>Citations: not scored for this trial.</p>"
-    return ("<p>Citations: " + ", ".join(cells) + ". The floor is what always citing [1] (the top passage) "
-            "scores.</p>")
+        return "<p>Answers: not scored for this trial.</p>"
+    return "<p>Answers: " + ", ".join(cells) + f". {_e(FLOORS_TEXT)}.</p>"
 
 
 def _held_out_html(h: HeldOut) -> str:

@@ -39,7 +39,7 @@ def test_page_shows_citation_precision_beside_its_floor():
     results = make_rich_results()
     page = render_html(results)
     banner = _section(page, "<section class='card banner'>", "</section>")
-    assert "Citations: precision 0.610 (floor 0.520), span precision 0.480 (floor 0.310)." in banner
+    assert "Answers: citation precision 0.610 (floor 0.520), citation span precision 0.480 (floor 0.310)." in banner
     rows = table_rows(page, "trials")
     below = next(t for t in results.trials if t.metrics["citation_span_precision"] < 0.31)
     assert [r["trial"] for r in rows if "not above floor" in r["citation span precision"]] == [below.id]
