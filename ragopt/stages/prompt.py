@@ -35,6 +35,7 @@ from pydantic import Field
 from ragopt.config import StrictModel, knob
 from ragopt.errors import InputError
 from ragopt.pipeline import RequestState
+from ragopt.stages.prompt_search import LineCounts, largest, prefix_tokens
 from ragopt.types import Hit, Query, Turn
 
 if TYPE_CHECKING:
@@ -223,74 +224,6 @@ def prompt_fingerprint(prompt: FittedPrompt | None) -> str | None:
     return None if prompt is None else hashlib.sha256(prompt.text.encode()).hexdigest()[:16]
 
 
-def _common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
-    return next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
-
-
-def _prefix_tokens(text: str, tokens: list[int], end_char: int, tokenize: Callable[[str], list[int]]) -> int:
-    """How many of `tokens` (the whole prompt) encode exactly `text[:end_char]`; merges across the cut shorten it."""
-    if end_char <= 0:
-        return 0
-    return _common_prefix(tokenize(text[:end_char]), tokens)
-
-
-def _largest(lo: int, hi: int, ok: Callable[[int], bool], start: int | None = None) -> int | None:
-    """Largest x in [lo, hi] with ok(x), for ok true up to some x and false beyond; None if ok(lo) fails.
-
-    A check tokenizes a prompt of about x parts, so the search goes out from `start` (a guess; lo without one)
-    in doubling steps, down or up, before it bisects: the checks stay near the answer. Plain bisection over
-    the 100 passages an evaluation retrieves, when a few of them fit, tokenized the largest prompts first."""
-    if not ok(lo):
-        return None
-    x = lo if start is None else min(max(start, lo), hi)
-    step = 1
-    if x > lo and not ok(x):  # the answer is below the guess
-        hi = x - 1
-        while True:
-            probe = max(x - step, lo)
-            if probe == lo or ok(probe):
-                lo = probe
-                break
-            hi, step = probe - 1, step * 2
-    else:
-        lo = x
-        while lo < hi:
-            probe = min(lo + step, hi)
-            if not ok(probe):
-                hi = probe - 1
-                break
-            lo, step = probe, step * 2
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        if ok(mid):
-            lo = mid
-        else:
-            hi = mid - 1
-    return lo
-
-
-class _LineCounts:
-    """A renderer's token counts of prompt lines, each distinct line tokenized once (through the renderer's own
-    `count`, remembered across prompts, when it has one). A prompt's estimate is the sum over its lines: exact
-    when the tokenizer splits on whitespace, else close (merges across a line break differ)."""
-
-    def __init__(self, renderer: Renderer):
-        self.renderer = renderer
-        self.exact = bool(getattr(renderer, "splits_on_whitespace", False))
-        self._counts: dict[str, int] = {}
-        count = getattr(renderer, "count", None)
-        self.count: Callable[[str], int] = count if callable(count) else self._tokenized
-
-    def _tokenized(self, line: str) -> int:
-        n = self._counts.get(line)
-        if n is None:
-            n = self._counts[line] = len(self.renderer.tokenize(line))
-        return n
-
-    def estimate(self, text: str) -> int:
-        return sum(map(self.count, text.splitlines(keepends=True)))
-
-
 Cut = tuple[int, int, int, "str | None"]  # passages, verbatim turns dropped, summary words, question (None: whole)
 
 
@@ -301,7 +234,7 @@ class _Candidates:
 
     def __init__(self, parts: PromptParts, renderer: Renderer, budget_tokens: int):
         self.parts, self.renderer, self.budget = parts, renderer, budget_tokens
-        self.lines = _LineCounts(renderer)
+        self.lines = LineCounts(renderer)
         self.passages = list(parts.passages)
         self.summary = parts.history[0] if parts.history and parts.history[0].role == "system" else None
         self.verbatim = list(parts.history[1:] if self.summary is not None else parts.history)
@@ -347,21 +280,21 @@ class _Candidates:
         n_pass, n_drop, n_words, question = len(self.passages), 0, len(self.summary_words), None
         g_pass, g_drop, g_words, g_question = guess if guess is not None else (None, None, None, None)
         one = min(n_pass, 1)
-        k = _largest(one, n_pass, lambda k: fits(k, 0, n_words), start=g_pass)  # 1. passages: all, else 1
+        k = largest(one, n_pass, lambda k: fits(k, 0, n_words), start=g_pass)  # 1. passages: all, else 1
         if k is not None:
             return k, n_drop, n_words, question
         keep_guess = None if g_drop is None else len(verbatim) - g_drop
-        keep = _largest(0, len(verbatim), lambda keep: fits(one, len(verbatim) - keep, n_words), start=keep_guess)  # 2. turns, oldest first
+        keep = largest(0, len(verbatim), lambda keep: fits(one, len(verbatim) - keep, n_words), start=keep_guess)  # 2. turns, oldest first
         n_drop = len(verbatim) - (keep or 0)
         if keep is not None:
             return one, n_drop, n_words, question
-        w = _largest(0, n_words, lambda w: fits(one, n_drop, w), start=g_words)  # 3. the summary, from its end
+        w = largest(0, n_words, lambda w: fits(one, n_drop, w), start=g_words)  # 3. the summary, from its end
         if w is not None:
             return one, n_drop, w, question
         if fits(0, n_drop, 0):  # 4. the last passage
             return 0, n_drop, 0, question
         q = self.parts.question  # 5. the question's tail
-        n_chars = _largest(0, len(q), lambda n: fits(0, n_drop, 0, q[:n]), start=None if g_question is None else len(g_question))
+        n_chars = largest(0, len(q), lambda n: fits(0, n_drop, 0, q[:n]), start=None if g_question is None else len(g_question))
         return None if n_chars is None else (0, n_drop, 0, q[:n_chars])
 
     def head_tokens(self, text: str, tokens: list[int], end_char: int) -> int:
@@ -369,7 +302,7 @@ class _Candidates:
         tokenizer splits on whitespace and whitespace follows, else by tokenizing the head."""
         if self.lines.exact and (end_char >= len(text) or text[end_char].isspace()):
             return min(self.lines.estimate(text[:end_char]), len(tokens))
-        return _prefix_tokens(text, tokens, end_char, self.renderer.tokenize)
+        return prefix_tokens(text, tokens, end_char, self.renderer.tokenize)
 
 
 def fit_prompt(parts: PromptParts, renderer: Renderer, budget_tokens: int) -> FittedPrompt:

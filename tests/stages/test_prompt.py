@@ -218,19 +218,6 @@ def test_prompt_stage_with_no_budget_is_refused_when_built():
         BuildPrompt(WordRenderer(), 0)
 
 
-def test_the_guided_search_finds_the_largest_that_fits_from_any_guess() -> None:
-    from ragopt.stages.prompt import _largest
-
-    for lo in (0, 1):
-        for hi in range(lo, 12):
-            for answer in range(lo - 1, hi + 1):  # lo - 1: not even lo holds
-                for start in (None, *range(lo - 2, hi + 3)):
-                    checked: list[int] = []
-                    found = _largest(lo, hi, lambda x: checked.append(x) or x <= answer, start=start)
-                    assert found == (None if answer < lo else answer), (lo, hi, answer, start)
-                    assert all(lo <= x <= hi for x in checked)
-
-
 def test_fitting_many_passages_tokenizes_prompts_near_the_answer_only() -> None:
     """100 retrieved passages of which about 10 fit: the checked prompts stay small (a guess from the passages'
     own counts), where bisection started by tokenizing all 100."""
@@ -289,9 +276,10 @@ def test_fitted_prompts_on_the_shipped_set_equal_the_old_search_or_are_larger_an
     from ragopt.tokencount import token_counter
 
     renderer = CountingRenderer(token_counter(tokenizer, EmbedderConfig()))
+    every = 2 if tokenizer == "embedder" else 8  # every other question with the main job's tokenizer, 1 in 8 with SmolLM2's
     compared, larger = 0, []
-    for chunk_size, top_k, budgets in ((None, 10, (120, 400, 1500, 8192)), (128, 20, (250, 900, 3000))):
-        for query, hits in _shipped_cases(chunk_size, top_k):
+    for chunk_size, top_k, budgets in ((None, 10, (150, 1500, 8192)), (128, 20, (400,))):
+        for query, hits in _shipped_cases(chunk_size, top_k)[::every]:
             parts = prompt_parts(query, hits, PromptConfig())
             for budget in budgets:
                 reference = ReferenceFit(parts, renderer, budget)
@@ -309,5 +297,5 @@ def test_fitted_prompts_on_the_shipped_set_equal_the_old_search_or_are_larger_an
                     kept = (len(fitted.parts.question), n_kept > 0, -fitted.trimmed_history_turns, n_kept)
                     assert kept > (len(question or query.text), n_pass > 0, -n_drop, n_pass), (query.text, budget)
                     larger.append((query.id, budget))
-    assert compared > 1500
+    assert compared > 800 // every
     assert not larger if tokenizer == "embedder" else len(larger) < compared // 20
