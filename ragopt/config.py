@@ -52,10 +52,14 @@ def knobs(model: type[BaseModel]) -> dict[str, Any]:
     }
 
 
+def canonical_json(obj: Any) -> bytes:
+    """Any JSON-able value as canonical JSON (sorted keys, no spaces), UTF-8."""
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+
+
 def fingerprint(obj: Any) -> str:
-    """A stable hash of any JSON-able value: canonical JSON (sorted keys), sha256, 16 hex digits."""
-    canonical = json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return hashlib.sha256(canonical.encode()).hexdigest()[:16]
+    """A stable hash of any JSON-able value: canonical JSON, sha256, 16 hex digits."""
+    return hashlib.sha256(canonical_json(obj)).hexdigest()[:16]
 
 
 class ChunkerConfig(StrictModel):
@@ -97,10 +101,17 @@ class BM25Config(StrictModel):
 
 class FusionConfig(StrictModel):
     method: Literal["rrf", "convex"] = "rrf"
-    k: int = Field(60, gt=0, description="RRF constant")
+    rrf_k: int = Field(60, gt=0, description="RRF constant")
     alpha: float = Field(0.5, ge=0, le=1, description="convex weight of the dense score")
     norm: Literal["minmax", "zscore"] = "minmax"
     depth: int = Field(100, gt=0, description="hits each retriever returns before fusion")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _renamed_k(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "k" in data:
+            raise ValueError("`k` is now `rrf_k` (the RRF constant): rename the key")
+        return data
 
 
 class StoreConfig(StrictModel):
@@ -138,7 +149,7 @@ def validate(model: type[M], data: dict[str, Any], source: str | Path) -> M:
     except ValidationError as exc:
         err = exc.errors()[0]
         key = ".".join(str(p) for p in err["loc"]) or "(top level)"
-        raise InputError(err["msg"], path=source, field=key) from None
+        raise InputError(err["msg"].removeprefix("Value error, "), path=source, field=key) from None
 
 
 def load_toml(path: str | Path, model: type[M]) -> M:

@@ -27,11 +27,11 @@ import numpy as np
 from pydantic import BaseModel, ValidationError
 
 from ragopt.backends.exact_store import ENGINE as EXACT_ENGINE
-from ragopt.backends.exact_store import ExactStore, save_npy
+from ragopt.backends.exact_store import ExactStore
 from ragopt.backends.permission_mask import OwnerMasks
 from ragopt.backends.qdrant_store import ENGINE as QDRANT_ENGINE
 from ragopt.backends.qdrant_store import QdrantStore
-from ragopt.cache import Cache
+from ragopt.cache import workspace_cache
 from ragopt.config import BM25Config, ChunkerConfig, EmbedderConfig, StoreConfig, fingerprint
 from ragopt.errors import InputError, TenantRequired
 from ragopt.resources import Resources
@@ -40,7 +40,6 @@ from ragopt.backends.embeddings import Embedder
 from ragopt.backends.bm25 import BM25Index, bm25_analyzer
 from ragopt.backends.vector_store import VectorStore
 from ragopt.text import Analyzer, ScriptShare
-from ragopt.tokencount import TokenCounter
 from ragopt.types import Chunk, Document, Hit, Query
 
 # Part of every index id. 2: vectors in the numpy exact store (1 kept them in qdrant-client's local mode,
@@ -208,15 +207,6 @@ class Index:
     @cached_property
     def positions(self) -> dict[str, int]:
         return {c.id: i for i, c in enumerate(self.chunks)}
-
-    def token_counts(self, counter: TokenCounter) -> np.ndarray:
-        """Tokens per chunk text by `counter`, computed once and saved beside the chunks."""
-        path = self.path / f"tokens-{counter.fingerprint}.npy"
-        if path.exists():
-            return np.load(path)
-        counts = np.array([counter.count(c.text) for c in self.chunks], dtype=np.int32)
-        save_npy(path, counts)
-        return counts
 
     def size_bytes(self) -> int:
         return sum(p.stat().st_size for p in self.path.rglob("*") if p.is_file())
@@ -389,9 +379,5 @@ def open_index(path: Path, store_config: StoreConfig | None = None, resources: R
     return resources.get(key, lambda: Index(path, manifest, store_config, resources))
 
 
-def default_cache(workspace: str | Path) -> Cache:
-    return Cache(Path(workspace) / "cache")
-
-
 def make_embedder(workspace: str | Path, config: EmbedderConfig | None = None, resources: Resources | None = None) -> Embedder:
-    return Embedder(config or EmbedderConfig(), default_cache(workspace), resources)
+    return Embedder(config or EmbedderConfig(), workspace_cache(workspace), resources)

@@ -10,8 +10,10 @@ Hits are keyed by (chunk id, rank, text) and, for stages that write hits themsel
 after retrieval use the order of the passages, not their scores, so an answer computed from the same
 passages is shared by every retrieval variant that retrieved them ("answers are cached by their passages").
 
-Entries live in memory for this process and, when a `Cache` is given, on disk for the next one. A state
-holding a fitted prompt is kept in memory only (prompt assembly is cheap to redo).
+Entries live in memory for this process (decoded, so a restore costs no decoding) and, when a `Cache` is given,
+in it for the next one (written in one transaction per trial by `flush`; hit accounting is the Cache's). A state
+holding a fitted prompt is kept in memory only (prompt assembly is cheap to redo). It is not a get_or_compute:
+the computation is the pipeline running the stage between `restore` and `store`.
 """
 
 from __future__ import annotations
@@ -90,7 +92,6 @@ class StageMemo:
         self.chunk_of = chunk_of  # resolves chunk ids when reading hits back from disk
         self._memory: dict[str, tuple[dict[str, Any], Span]] = {}
         self._pending: list[tuple[CacheKey, Any]] = []
-        self.cache_hits = self.cache_misses = self.from_disk = 0
 
     def key(self, stage: Any, state: Any) -> str | None:
         identity = stage_identity(stage)
@@ -111,11 +112,8 @@ class StageMemo:
                 found = self._decode(stored)
                 self._memory[key] = found
                 source = "disk"
-                self.from_disk += 1
         if found is None:
-            self.cache_misses += 1
             return False
-        self.cache_hits += 1
         writes, span = found
         for name, value in writes.items():
             _write(state, name, value)

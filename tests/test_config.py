@@ -31,7 +31,7 @@ def test_load_toml_nested_models(tmp_path: Path) -> None:
     assert cfg.retriever == "hybrid" and cfg.top_k == 5
     assert cfg.fusion == FusionConfig(method="convex", alpha=0.3, norm="zscore")
     assert cfg.bm25 == BM25Config(backend="rank_bm25", k1=0.9)
-    assert cfg.fusion.depth == 100 and cfg.fusion.k == 60  # defaults kept
+    assert cfg.fusion.depth == 100 and cfg.fusion.rrf_k == 60  # defaults kept
 
 
 @pytest.mark.parametrize(
@@ -57,13 +57,19 @@ def test_unknown_key_is_an_input_error_naming_it(tmp_path: Path, text: str, fiel
         ('retriever = "sparse"\n', "retriever"),
         ("[fusion]\nalpha = 1.5\n", "fusion.alpha"),
         ('[bm25]\nbackend = "lucene"\n', "bm25.backend"),
-        ('[fusion]\nk = "sixty"\n', "fusion.k"),
+        ('[fusion]\nrrf_k = "sixty"\n', "fusion.rrf_k"),
     ],
 )
 def test_bad_value_is_an_input_error_naming_the_field(tmp_path: Path, text: str, field: str) -> None:
     with pytest.raises(InputError) as err:
         load_toml(write(tmp_path, text), RetrievalConfig)
     assert err.value.field == field and f"[{field}]" in str(err.value)
+
+
+def test_the_old_rrf_constant_key_names_its_new_name(tmp_path: Path) -> None:
+    with pytest.raises(InputError) as err:
+        load_toml(write(tmp_path, "[fusion]\nk = 60\n"), RetrievalConfig)
+    assert err.value.field == "fusion" and "`k` is now `rrf_k`" in str(err.value) and "\n" not in str(err.value)
 
 
 def test_invalid_toml_names_the_line_and_a_missing_file_says_so(tmp_path: Path) -> None:

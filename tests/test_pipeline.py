@@ -12,7 +12,8 @@ from typing import Any
 import pytest
 
 from ragopt.config import FusionConfig
-from ragopt.pipeline import Pipeline, RequestState, Stage, Step, WiringError
+from ragopt.errors import WiringError
+from ragopt.pipeline import Pipeline, RequestState, Stage, Step
 from ragopt.stages.embedding import EmbedQuery
 from ragopt.stages.fusion import Fuse
 from ragopt.stages.keyword import KeywordSearch

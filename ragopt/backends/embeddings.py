@@ -102,18 +102,17 @@ def model_fingerprint(model: str, cache: Cache | None = None) -> str:
     files = _model_files(root)
     stats = [(str(f.relative_to(root)), f.stat().st_size, f.stat().st_mtime_ns) for f in files]
     key = CacheKey(namespace="model-fingerprint", payload={"path": str(root), "files": stats})
-    if cache is not None and (known := cache.get(key)) is not None:
-        return str(known)
-    digest = hashlib.sha256()
-    for file in files:
-        digest.update(str(file.relative_to(root)).encode())
-        with open(file, "rb") as f:
-            for block in iter(lambda: f.read(1 << 20), b""):
-                digest.update(block)
-    fp = digest.hexdigest()[:16]
-    if cache is not None:
-        cache.set(key, fp)
-    return fp
+
+    def digest(_: list[int]) -> Iterator[tuple[int, str]]:
+        sha = hashlib.sha256()
+        for file in files:
+            sha.update(str(file.relative_to(root)).encode())
+            with open(file, "rb") as f:
+                for block in iter(lambda: f.read(1 << 20), b""):
+                    sha.update(block)
+        yield 0, sha.hexdigest()[:16]
+
+    return str((cache or Cache(None)).get_or_compute([key], digest).values[0])
 
 
 def _weights_fingerprint(name: str, model: Any) -> str:
@@ -203,42 +202,39 @@ class Embedder:
         block by block, so an interrupted run keeps what it finished and a re-run embeds only the rest."""
         n = len(texts)
         owners = owners or [(None, ())] * n
-        keys = [self._key(t, o) for t, o in zip(texts, owners)] if use_cache else []
-        cached = self.cache.get_many(keys) if use_cache else [None] * n
-        found = [i for i, v in enumerate(cached) if v is not None]
-        missing = [i for i, v in enumerate(cached) if v is None]
-        matrix: np.ndarray | None = None
-        if found:
-            rows = np.frombuffer(b"".join(cached[i] for i in found), dtype=np.float32).reshape(len(found), -1)
-            matrix = np.empty((n, rows.shape[1]), dtype=np.float32)
-            matrix[found] = rows
-        if missing:
-            missing.sort(key=lambda i: -len(texts[i]))  # longest first, as sentence-transformers orders a batch
-            batch = self.config.batch_size
-            block = max(batch, self.save_every // batch * batch)  # whole batches per block: the same batches as one call
-            from tqdm import tqdm
+        if use_cache:
+            keys = [self._key(t, o) for t, o in zip(texts, owners)]
+            found = self.cache.get_or_compute(keys, lambda missing: self._encode_rows(texts, missing, progress),
+                                              encode=lambda row: row.tobytes(), save_every=self.save_every)
+            rows, cache_hits, cache_misses = found.values, found.cache_hits, found.cache_misses
+        else:
+            by_index = dict(self._encode_rows(texts, list(range(n)), progress))
+            rows, cache_hits, cache_misses = [by_index[i] for i in range(n)], 0, n
+        if not rows:
+            return Encoded(vectors=np.zeros((0, 0), dtype=np.float32), cache_hits=0, cache_misses=0)
+        vectors = np.frombuffer(b"".join(r if isinstance(r, bytes) else r.tobytes() for r in rows), dtype=np.float32)
+        return Encoded(vectors=vectors.reshape(n, -1).copy(), cache_hits=cache_hits, cache_misses=cache_misses)
 
-            bar = tqdm(total=len(missing), desc="embedding", unit="text", disable=not progress, leave=False)
-            with self._threads():
-                for b in range(0, len(missing), block):
-                    idx = missing[b : b + block]
-                    out = np.asarray(
-                        self.model.encode(
-                            [texts[i] for i in idx],
-                            batch_size=batch,
-                            normalize_embeddings=self.config.normalize,
-                            convert_to_numpy=True,
-                            show_progress_bar=False,
-                        ),
-                        dtype=np.float32,
-                    )
-                    if matrix is None:
-                        matrix = np.empty((n, out.shape[1]), dtype=np.float32)
-                    matrix[idx] = out
-                    if use_cache:
-                        self.cache.set_many((keys[i], out[j].tobytes()) for j, i in enumerate(idx))
-                    bar.update(len(idx))
-            bar.close()
-        if matrix is None:
-            matrix = np.zeros((0, 0), dtype=np.float32)
-        return Encoded(vectors=matrix, cache_hits=len(found), cache_misses=len(missing))
+    def _encode_rows(self, texts: Sequence[str], missing: list[int], progress: bool) -> Iterator[tuple[int, np.ndarray]]:
+        """(index, vector) of every text in `missing`, longest first, as sentence-transformers orders a batch,
+        in blocks of whole batches (the same batches as one call) that the cache stores one at a time."""
+        missing = sorted(missing, key=lambda i: -len(texts[i]))
+        batch = self.config.batch_size
+        block = max(batch, self.save_every // batch * batch)
+        from tqdm import tqdm
+
+        with tqdm(total=len(missing), desc="embedding", unit="text", disable=not progress, leave=False) as bar, self._threads():
+            for b in range(0, len(missing), block):
+                idx = missing[b : b + block]
+                out = np.asarray(
+                    self.model.encode(
+                        [texts[i] for i in idx],
+                        batch_size=batch,
+                        normalize_embeddings=self.config.normalize,
+                        convert_to_numpy=True,
+                        show_progress_bar=False,
+                    ),
+                    dtype=np.float32,
+                )
+                bar.update(len(idx))
+                yield from zip(idx, out)

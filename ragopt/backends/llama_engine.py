@@ -90,6 +90,9 @@ class PrefixStateCache:
     Unlike llama-cpp-python's LlamaRAMCache it stores only the sequence's KV cells (llama_state_seq_get_data),
     not full-vocabulary logits, and it counts every stored byte against the bound. Keys are `CacheKey`s with
     tenant, scopes, model fingerprint and prompt version, so one tenant's prefix is never found for another.
+    It is not a `ragopt.cache.Cache`: its values are live state of one loaded engine (meaningless in another
+    process or after a reload), bounded by bytes, matched on the exact token sequence, and never computed by
+    a get-or-compute (a prefix is saved as a side effect of evaluating it).
     """
 
     def __init__(self, max_entries: int, max_bytes: int):
@@ -97,8 +100,8 @@ class PrefixStateCache:
         self.max_bytes = max_bytes
         self._items: collections.OrderedDict[str, SavedPrefix] = collections.OrderedDict()
         self.bytes_used = 0
-        self.hits = 0
-        self.misses = 0
+        self.cache_hits = 0
+        self.cache_misses = 0
         self.evictions = 0
 
     def __len__(self) -> int:
@@ -111,10 +114,10 @@ class PrefixStateCache:
         digest = key.digest()
         item = self._items.get(digest)
         if item is None or item.tokens != tokens:
-            self.misses += 1
+            self.cache_misses += 1
             return None
         self._items.move_to_end(digest)
-        self.hits += 1
+        self.cache_hits += 1
         return item
 
     def put(self, key: CacheKey, item: SavedPrefix) -> bool:

@@ -10,7 +10,7 @@ import argparse
 import importlib
 import sys
 
-from ragopt.errors import InputError
+from ragopt.errors import BackendError, InputError, Refused
 
 SUBCOMMANDS = ["index", "search", "eval", "sweep", "judge", "stages", "export", "ask", "capacity", "serve", "loadtest", "train_embedder",
                "train_reranker", "synth"]
@@ -35,6 +35,9 @@ def main(argv: list[str] | None = None) -> int:
     except InputError as exc:
         print(f"ragopt {args.command}: error: {exc}", file=sys.stderr)
         return 2
+    except (Refused, BackendError) as exc:  # refused under load or a model/server failed: one line too
+        print(f"ragopt {args.command}: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         print(f"ragopt {args.command}: interrupted; re-run the same command to pick up where it stopped", file=sys.stderr)
         return 130

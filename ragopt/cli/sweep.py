@@ -7,20 +7,17 @@ import json
 from pathlib import Path
 from typing import Any
 
-from ragopt.cli import _common
+from ragopt.cli import _common, _observe
 from ragopt.cli.judge import add_judge_args, judge_flags
-
-SHIPPED_DATASET = Path(__file__).resolve().parents[2] / "evalsets" / "hospital"
-SHIPPED_CONFIG = Path(__file__).resolve().parents[2] / "pipelines" / "hospital-sweep.toml"
-TABLE_ROWS = 15
 
 
 def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p = subparsers.add_parser("sweep", help="sweep configurations, pick the cheapest one that passes the gates")
     p.add_argument("--dataset", help="a BEIR folder or ragopt evaluation set (default: the shipped hospital set)")
     _common.add_docs_args(p)  # documents without questions: a set is generated from them first (ragopt synth)
-    p.add_argument("--config", help="a sweep TOML (default: pipelines/hospital-sweep.toml for the shipped set, the shipped "
-                                    "config made for --dataset where there is one, e.g. pipelines/cmrc-sweep.toml)")
+    p.add_argument("--config", help="a sweep TOML, or a shipped config's name (`ragopt sweep --config hospital-citations`; "
+                                    "default: hospital-sweep for the shipped set, the shipped config made for --dataset "
+                                    "where there is one, e.g. cmrc-sweep)")
     p.add_argument("--out", default="runs/sweep", help="output folder (default: runs/sweep)")
     p.add_argument("--gate", action="append", default=[], metavar="EXPR", help="e.g. recall@10>=0.9 (repeatable; adds to the config's)")
     p.add_argument("--chunk-sizes", help="comma-separated token sizes and/or 'whole', e.g. 128,256,whole")
@@ -47,21 +44,9 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
                    help="with --executor ray: the Ray cluster, e.g. ray://HEAD:10001, or auto on a node of one started "
                         "with `ray start` (default: a new local Ray instance)")
     add_judge_args(p, model_flag="--judge-model")
+    _observe.add_mlflow_arg(p)
     p.add_argument("--no-progress", action="store_true")
     return p
-
-
-def dataset_default_config(dataset: Path) -> Path | None:
-    """The shipped sweep config (pipelines/*.toml) made for `dataset`: its `dataset` is that folder and it says
-    `default_for_dataset = true` (e.g. pipelines/cmrc-sweep.toml for CMRC 2018 dev); None if there is none."""
-    import tomllib
-
-    for path in sorted(SHIPPED_CONFIG.parent.glob("*.toml")):
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-        own = data.get("dataset")
-        if data.get("default_for_dataset") and own and (path.parent / own).resolve() == dataset.resolve():
-            return path
-    return None
 
 
 def _split(value: str) -> list[str]:
@@ -95,18 +80,21 @@ def _config_data(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
     from ragopt.config import load_toml
     from ragopt.errors import InputError
     from ragopt.eval.sweep import SweepConfig
+    from ragopt.shipped import default_config_for, resolve_config, shipped_config, shipped_dataset
 
     if args.docs and args.dataset:
         raise InputError("give --dataset (questions) or --docs (documents to generate them from), not both", field="--docs")
-    config_path = args.config or (SHIPPED_CONFIG if not (args.dataset or args.docs) and SHIPPED_CONFIG.exists() else None)
+    config_path = resolve_config(args.config) if args.config else None
     if config_path is None and args.dataset:
-        config_path = dataset_default_config(Path(args.dataset))
+        config_path = default_config_for(Path(args.dataset))
+    elif config_path is None and not args.docs:
+        config_path = shipped_config()
     data = SweepConfig().model_dump(mode="json") if config_path is None else load_toml(config_path, SweepConfig).model_dump(mode="json")
     source = str(config_path or "command line")
     if args.dataset or args.docs:
         data["dataset"] = args.dataset or args.docs  # --docs: replaced by the generated set's folder in run()
     elif not data.get("dataset"):
-        data["dataset"] = str(SHIPPED_DATASET)
+        data["dataset"] = str(shipped_dataset())
     elif config_path is not None and not Path(data["dataset"]).is_absolute():
         data["dataset"] = str((Path(config_path).parent / data["dataset"]).resolve())
     return data, source
@@ -189,13 +177,6 @@ def _stage_setting(assignment: str) -> tuple[str, str, list[Any]]:
     return kind, knob, values
 
 
-def _nan_if_unmeasured(value: float | None) -> float:
-    from ragopt.eval.results import measured
-
-    number = measured(value)
-    return float("nan") if number is None else number
-
-
 def _int(value: str, flag: str) -> int:
     from ragopt.errors import InputError
 
@@ -203,61 +184,6 @@ def _int(value: str, flag: str) -> int:
         return int(value)
     except ValueError:
         raise InputError(f"expected an integer, got {value!r}", field=flag) from None
-
-
-def _ms(value: float | None) -> str:
-    return "-" if value is None else f"{value:.2f}" if value < 10 else f"{value:.1f}"
-
-
-def table_lines(results: Any, rows: int = TABLE_ROWS) -> list[str]:
-    """The sweep table, best `rows` trials in objective order: the objective's and the gates' metrics,
-    recall@10 and nDCG@10, context tokens, p50/p95 latency, citation precision beside its floor ("!" where it
-    does not beat it) when answers were scored, and the p50/p95 each stage adds where stages differ between
-    trials (not in every trial, or a swept setting names them)."""
-    from ragopt.eval.gates import is_cost, quality_metric, rank_trials
-    from ragopt.eval.report_common import (
-        STAGE_PERCENTILES, beats_floor, citation_floor_pairs, citation_label, stage_latency_columns, stage_ms,
-    )
-    from ragopt.eval.results import measured
-
-    ranked = rank_trials(results.trials, results.gates, results.verdicts)
-    if not ranked:
-        return []
-    pairs = citation_floor_pairs(results.trials)
-    stages = stage_latency_columns(results.trials)
-    gate_metrics = [v.metric for v in results.verdicts.get(ranked[0].id, []) if not is_cost(v.metric)]
-    cols = [c for c in dict.fromkeys([quality_metric(results.gates), *gate_metrics, "recall@10", "ndcg@10"])
-            if c not in {p for p, _ in pairs}]
-    cite_heads = [f"cite {citation_label(p)} (floor) " for p, _ in pairs]
-    stage_heads = [f"{s} {'/'.join(STAGE_PERCENTILES)}" for s in stages]
-    widths = [max(len(h), 14) + 2 for h in cite_heads] + [max(len(h), 11) + 2 for h in stage_heads]
-    heads = [*cite_heads, *stage_heads]
-    shown = ranked[:rows]
-    idw = max(32, *(len(t.id) + 1 for t in shown))  # a long trial id does not run into the first value
-    lines = [f"  {'':1} {'trial':<{idw}}" + "".join(f"{c:>12}" for c in cols) + f"{'ctx tok':>10}{'p50 ms':>9}{'p95 ms':>9}"
-             + "".join(f"{h:>{w}}" for h, w in zip(heads, widths))]
-    below_floor = False
-    for t in shown:
-        ok = "*" if t.id == results.selected else ("+" if all(v.passed for v in results.verdicts.get(t.id, [])) else " ")
-        vals = "".join(f"{_nan_if_unmeasured(t.metrics.get(c)):>12.4f}" for c in cols)
-        ctx, p50, p95 = (_nan_if_unmeasured(x) for x in (t.costs.context_tokens, t.costs.p50_ms, t.costs.p95_ms))
-        cells = []
-        for p, f in pairs:
-            prec, floor = measured(t.metrics.get(p)), measured(t.metrics.get(f))
-            beaten = beats_floor(t, p, f)
-            below_floor |= beaten is False
-            cells.append("" if prec is None else f"{prec:.3f}" + ("" if floor is None else f" ({floor:.3f})")
-                         + ("!" if beaten is False else " "))
-        for stage in stages:
-            ms = [stage_ms(t, stage, pct) for pct in STAGE_PERCENTILES]
-            cells.append("-" if all(m is None for m in ms) else "/".join(_ms(m) for m in ms))
-        lines.append(f"  {ok:1} {t.id:<{idw}}{vals}{ctx:>10.0f}{p50:>9.2f}{p95:>9.2f}"
-                     + "".join(f"{c:>{w}}" for c, w in zip(cells, widths)))
-    if below_floor:
-        lines.append("  ! citation precision not above its floor (what always citing [1], the top passage, scores)")
-    if stages:
-        lines.append(f"  stage columns: the ms each stage adds (p50/p95; - where it did not run): {', '.join(stages)}")
-    return lines
 
 
 def judge_lines(results: Any) -> list[str]:
@@ -286,6 +212,16 @@ def _evalsets(config):  # type: ignore[no-untyped-def]
     return evalset, None, None
 
 
+def _say(text: str, file: Any = None) -> None:
+    """One line of notes, wrapped to the terminal's width (continuation lines indented)."""
+    import textwrap
+
+    from ragopt.eval.report_terminal import TABLE_WIDTH
+
+    print(textwrap.fill(text, TABLE_WIDTH, subsequent_indent="    ", break_long_words=False, break_on_hyphens=False),
+          file=file)
+
+
 def _print_selection(results) -> int:  # type: ignore[no-untyped-def]
     """The selected trial, or why none passes (exit 1); the held-out split's intervals; noise and baseline notes."""
     import sys
@@ -301,7 +237,7 @@ def _print_selection(results) -> int:  # type: ignore[no-untyped-def]
         best = closest_trial(results)
         for v in results.verdicts[best.id]:
             if not v.passed:
-                print(f"  closest trial {best.id}: {v.message}", file=sys.stderr)
+                _say(f"  closest trial {best.id}: {v.message}", file=sys.stderr)
         for gate in results.gates:
             passing = sum(1 for t in results.trials if any(v.gate == gate and v.passed for v in results.verdicts[t.id]))
             print(f"  {gate}: passed by {passing} of {len(results.trials)} trials", file=sys.stderr)
@@ -315,10 +251,10 @@ def _print_selection(results) -> int:  # type: ignore[no-untyped-def]
             print(f"  {name:<14} {interval.mean:.4f} [{interval.low:.4f}, {interval.high:.4f}]{sel}{flag}")
     for v in results.verdicts.get(results.selected or "", []):
         if v.within_noise:
-            print(f"note: gate {v.gate} passes only within noise: {v.message}")
+            _say(f"note: gate {v.gate} passes only within noise: {v.message}")
     if results.baseline is not None:
         for v in results.baseline.verdicts:
-            print(f"baseline: {v.message}")
+            _say(f"baseline: {v.message}")
         if results.baseline.regressed:
             code = 1
             print("regression against the baseline beyond the tolerance", file=sys.stderr)
@@ -331,12 +267,14 @@ def run(args: argparse.Namespace) -> int:
     from ragopt.config import needs_vectors
     from ragopt.eval.bootstrap import compare_to_baseline
     from ragopt.eval.report import write_outputs
+    from ragopt.eval.report_terminal import TABLE_ROWS, table_lines
     from ragopt.eval.results import SweepResults
     from ragopt.eval.sweep import confirm, run_sweep
     from ragopt.backends.embeddings import language_warning
 
     config = load_config(args)
     baseline = SweepResults.load(config.baseline.path) if config.baseline else None  # read before any work
+    mlflow = _observe.mlflow_uri(args)
     if args.docs:
         config = config.model_copy(update={"dataset": str(_common.generated_set(args, config.seed, not args.no_progress))})
     evalset, report_set, report_name = _evalsets(config)
@@ -368,10 +306,13 @@ def run(args: argparse.Namespace) -> int:
           f"{len(results.trials)} trials in {outcome.seconds:.1f} s")
     if results.dataset.generated:
         print(f"figures from a generated set: {results.dataset.generated}")
-    print(f"objective: {results.objective}")
+    _say(f"objective: {results.objective}")
     print(f"gates: {', '.join(results.gates) or '(none)'}")
-    for line in [*table_lines(results), *([f"  ... {len(results.trials) - TABLE_ROWS} more in {paths['csv']}"]
-                                          if len(results.trials) > TABLE_ROWS else []), *judge_lines(results)]:
+    more = len(results.trials) - TABLE_ROWS
+    hidden = [f"  ... {more} more {'trial' if more == 1 else 'trials'} in results.csv"] if more > 0 else []
+    for line in [*table_lines(results), *hidden, *judge_lines(results)]:
         print(line)
-    print(f"outputs: {', '.join(str(p) for p in paths.values())}")
+    print(f"outputs in {out}: {', '.join(p.name for p in paths.values())}")
+    if mlflow is not None:
+        _observe.log_sweep(mlflow, results, paths)
     return _print_selection(results)

@@ -111,14 +111,10 @@ def run(args: argparse.Namespace) -> int:
 
 def _check(labelled, out: Path, sizes: list[int | str], args: argparse.Namespace) -> dict:  # type: ignore[no-untyped-def,type-arg]
     from ragopt.data import load_evalset
-    from ragopt.errors import InputError
     from ragopt.synth.check import check_against, lines
 
     generated = load_evalset(out)
-    try:
-        checked = check_against(labelled, generated, _common.workspace(args), sizes, progress=sys.stderr.isatty())
-    except ValueError as exc:
-        raise InputError(str(exc), path=args.check_against, field="--check-against") from None
+    checked = check_against(labelled, generated, _common.workspace(args), sizes, progress=sys.stderr.isatty())
     if not args.json:
         print(f"check against {args.check_against} ({len(labelled.queries)} labelled queries):")
         for line in lines(checked):

@@ -1,4 +1,4 @@
-"""ragopt's own evaluation format: a folder with `corpus.jsonl` and `questions.jsonl` (evalsets/SCHEMA.md).
+"""ragopt's own evaluation format: a folder with `corpus.jsonl` and `questions.jsonl` (docs/evalset-format.md).
 
 Every bad line is an InputError naming the file, the 1-based line and the field; nothing here raises a
 traceback on bad data. Lines are UTF-8 (a leading BOM and CRLF line ends are tolerated); blank lines are
@@ -14,7 +14,7 @@ from typing import Annotated, Any, Iterator, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ragopt.data.evalset import EvalQuery, EvalSet, Evidence
-from ragopt.errors import InputError
+from ragopt.errors import DuplicateKey, InputError
 from ragopt.types import EVERYONE, Document, Query, Turn, visible_to
 
 CORPUS = "corpus.jsonl"
@@ -146,22 +146,18 @@ def read_lines(path: Path) -> Iterator[tuple[_Where, dict[str, Any]]]:
                 obj = json.loads(line, object_pairs_hook=_no_duplicate_keys)
             except json.JSONDecodeError as exc:
                 raise where(f"malformed JSON: {exc.msg} (column {exc.colno})") from None
-            except _DuplicateKey as exc:
+            except DuplicateKey as exc:
                 raise where("key given twice", str(exc)) from None
             if not isinstance(obj, dict):
                 raise where(f"expected a JSON object, got {type(obj).__name__}")
             yield where, obj
 
 
-class _DuplicateKey(Exception):
-    pass
-
-
 def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     obj: dict[str, Any] = {}
     for key, value in pairs:
         if key in obj:
-            raise _DuplicateKey(key)
+            raise DuplicateKey(key)
         obj[key] = value
     return obj
 

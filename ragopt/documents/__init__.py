@@ -14,10 +14,10 @@ from typing import Callable, Literal
 from pydantic import Field
 
 from ragopt.config import StrictModel
-from ragopt.documents.loaded import BadFile, LoadReport, Problem
+from ragopt.documents.loaded import LoadReport, Problem
 from ragopt.types import Document
 
-__all__ = ["BadFile", "DocsOptions", "LoadReport", "Problem", "corpus_documents", "load_documents"]
+__all__ = ["DocsOptions", "LoadReport", "Problem", "corpus_documents", "load_documents"]
 
 LANGCHAIN_PREFIX = "langchain:"
 

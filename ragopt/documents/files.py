@@ -12,7 +12,8 @@ import logging
 from pathlib import Path
 from typing import Callable, Literal
 
-from ragopt.documents.loaded import BadFile, LoadReport, Problem
+from ragopt.documents.loaded import LoadReport, Problem
+from ragopt.errors import BadFile
 from ragopt.errors import InputError
 from ragopt.types import Document
 

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ragopt.documents.loaded import BadFile, Problem
+from ragopt.documents.loaded import Problem
+from ragopt.errors import BadFile
 from ragopt.documents.sections import HeadingPath, Section, section_documents
 from ragopt.types import Document
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ragopt.errors import BadFile
 from ragopt.types import Document
 
 
@@ -19,14 +20,6 @@ class Problem:
 
     def __str__(self) -> str:
         return f"{self.path}: " + (f"page {self.page}: " if self.page is not None else "") + self.reason
-
-
-class BadFile(Exception):
-    """Raised by a loader for its file (or one page, where it can go on without it)."""
-
-    def __init__(self, reason: str, page: int | None = None):
-        super().__init__(reason)
-        self.reason, self.page = reason, page
 
 
 @dataclass

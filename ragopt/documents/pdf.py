@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ragopt.documents.loaded import BadFile, Problem
+from ragopt.documents.loaded import Problem
+from ragopt.errors import BadFile
 from ragopt.types import Document
 
 

@@ -8,7 +8,7 @@ headings it sits under. A file with headings becomes one document per non-empty 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from ragopt.documents.loaded import BadFile
+from ragopt.errors import BadFile
 from ragopt.types import Document
 
 

@@ -21,7 +21,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from ragopt.errors import InputError
+from ragopt.errors import AnswerMetricsUnavailable, InputError
 
 # ragopt name -> what it measures (all in [0, 1]; higher is better)
 NO_LLM_METRICS: dict[str, str] = {
@@ -47,10 +47,6 @@ class AnswerSample(BaseModel):
     reference: str | None = None
     retrieved_contexts: list[str] | None = None
     reference_contexts: list[str] | None = None
-
-
-class AnswerMetricsUnavailable(RuntimeError):
-    """ragas (or one of the string libraries its metrics use) is not installed."""
 
 
 def check_metrics(metrics: Sequence[str]) -> list[str]:

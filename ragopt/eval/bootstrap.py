@@ -12,6 +12,7 @@ current value exceeds the baseline's by more than `cost_tolerance`, a share of t
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -223,15 +224,10 @@ def _metric_verdicts(
             continue
         c = [cur.per_query[name][i] for i, _ in shared]
         b = [base.per_query[name][j] for _, j in shared]
-        try:
-            out.append(
-                regression(
-                    c, b, tolerance, metric=name, trial_id=cur.id,
-                    n_resamples=n_resamples, confidence=confidence, seed=seed,
-                )
-            )
-        except ValueError:  # no query scored in both: nothing to compare for this metric
-            continue
+        if not any(x is not None and y is not None and not (math.isnan(x) or math.isnan(y)) for x, y in zip(c, b)):
+            continue  # no query scored in both: nothing to compare for this metric
+        out.append(regression(c, b, tolerance, metric=name, trial_id=cur.id,
+                              n_resamples=n_resamples, confidence=confidence, seed=seed))
     return out
 
 

@@ -46,7 +46,7 @@ def _evidence(gold: Iterable[str | Evidence]) -> list[Evidence]:
     return [g if isinstance(g, Evidence) else Evidence(doc_id=str(g)) for g in gold]
 
 
-def citation_scores(
+def score_answer_citations(
     answer: Answer, gold: Iterable[str | Evidence], chunks: Mapping[str, Chunk] | Iterable[Chunk] | None = None
 ) -> CitationScores:
     """Score one answer's citations against gold evidence (doc ids, or Evidence items); with `chunks` (the
@@ -83,7 +83,7 @@ def citation_scores(
 def first_passage_floor(first: Chunk | None, gold: Iterable[str | Evidence]) -> CitationScores:
     """What an answer would score by citing [1], the top passage, after every sentence (None: no passage)."""
     cites = [] if first is None else [Citation(marker=1, chunk_id=first.id, doc_id=first.doc_id)]
-    return citation_scores(Answer(text="", citations=cites), gold, [] if first is None else [first])
+    return score_answer_citations(Answer(text="", citations=cites), gold, [] if first is None else [first])
 
 
 def aggregate(scores: Sequence[CitationScores]) -> dict[str, float | None]:

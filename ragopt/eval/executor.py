@@ -18,7 +18,7 @@ import platform
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Iterator, Sequence
 
 from ragopt.cache import Cache, CacheKey
 from ragopt.config import fingerprint
@@ -148,18 +148,23 @@ def run_trial(
     from tqdm import tqdm
 
     ident = pipeline_identity(pipeline.steps)
-    key = None
-    if cache is not None and ident is not None:
-        key = CacheKey(namespace=NAMESPACE, payload=fingerprint(
-            {"pipeline": ident, "queries": [q.model_dump(mode="json") for q in queries], "context": context}
-        ))
-        stored = cache.get(key)
-        if stored is not None:
-            return [QueryOutcome(**{**o, "ranking": [tuple(r) for r in o["ranking"]], "from_earlier_run": True})
-                    for o in stored], True
-    outcomes = [_outcome(q, pipeline.run(q)) for q in tqdm(queries, desc=desc, disable=not progress, leave=False)]
-    if pipeline.memo is not None:
-        pipeline.memo.flush()
-    if key is not None and not any(o.degraded for o in outcomes):
-        cache.set(key, [{k: v for k, v in o.__dict__.items() if k != "trace"} for o in outcomes])
-    return outcomes, False
+
+    def run(_: list[int]) -> Iterator[tuple[int, list[QueryOutcome]]]:
+        outcomes = [_outcome(q, pipeline.run(q)) for q in tqdm(queries, desc=desc, disable=not progress, leave=False)]
+        if pipeline.memo is not None:
+            pipeline.memo.flush()
+        yield 0, outcomes
+
+    if cache is None or ident is None:
+        return next(run([0]))[1], False
+    key = CacheKey(namespace=NAMESPACE, payload=fingerprint(
+        {"pipeline": ident, "queries": [q.model_dump(mode="json") for q in queries], "context": context}
+    ))
+    found = cache.get_or_compute(
+        [key], run,
+        # only complete outcomes are kept for the next run, without their traces
+        encode=lambda outcomes: None if any(o.degraded for o in outcomes)
+        else [{k: v for k, v in o.__dict__.items() if k != "trace"} for o in outcomes],
+        decode=lambda stored: [QueryOutcome(**{**o, "ranking": [tuple(r) for r in o["ranking"]], "from_earlier_run": True})
+                               for o in stored])
+    return found.values[0], found.cache_hits == 1

@@ -23,14 +23,10 @@ from ragopt.judge.judging import METRICS, JudgeItem, judge_items
 from ragopt.resources import Resources
 
 
-def _answers(plan: Any) -> bool:
-    return plan.stages.get("generate", {}).get("generator", "none") != "none"
-
-
 def project_calls(plans: Sequence[tuple[str, Any]], n_queries: int, n_references: int) -> int:
     """The fewest judge calls the sweep can need before cache hits (see the module docstring)."""
     per_trial = 2 * n_queries + n_references
-    return per_trial * sum(1 for _, plan in plans if _answers(plan))
+    return per_trial * sum(1 for _, plan in plans if plan.generates())
 
 
 @dataclass

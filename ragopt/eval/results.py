@@ -1,4 +1,5 @@
-"""The `results.json` schema of a sweep (schema_version 1), as pydantic models. Documented in docs/results-schema.md.
+"""The `results.json` schema of a sweep (schema_version 1), as pydantic models. Documented in docs/results-schema.md;
+the file is read (and its version checked) by ragopt.plan.results_file, the one reader.
 
 Stable means: fields are only ever added in version 1 (readers should ignore keys they do not know in the
 open dicts: `params`, `costs`, `metrics`, `per_query`, `versions.packages`, `models`); renaming or removing a
@@ -8,7 +9,6 @@ field, or changing its meaning, bumps `schema_version`.
 from __future__ import annotations
 
 import datetime as _dt
-import json
 import math
 import platform
 from collections.abc import Iterable
@@ -19,9 +19,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from ragopt.config import validate
-from ragopt.errors import InputError
-
-SCHEMA_VERSION = 1
+from ragopt.plan.results_file import SCHEMA_VERSION, read_results
 
 DEFAULT_PACKAGES = (
     "pydantic", "numpy", "qdrant-client", "bm25s", "rank-bm25", "sentence-transformers", "torch", "tokenizers",
@@ -264,17 +262,4 @@ class SweepResults(_Model):
     @classmethod
     def load(cls, path: str | Path) -> "SweepResults":
         """Read a results.json; a missing, malformed or incompatible file is an InputError naming it."""
-        path = Path(path)
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            raise InputError("file not found", path=path) from None
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            raise InputError(f"not valid JSON: {exc}", path=path) from None
-        if isinstance(data, dict) and data.get("schema_version") not in (None, SCHEMA_VERSION):
-            raise InputError(
-                f"schema_version {data.get('schema_version')!r} is not supported (this ragopt reads {SCHEMA_VERSION})",
-                path=path,
-                field="schema_version",
-            )
-        return validate(cls, data, path)
+        return validate(cls, read_results(path), path)

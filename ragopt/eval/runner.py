@@ -11,7 +11,8 @@ from ragopt.data import EvalSet
 from ragopt.index import Index
 from ragopt.eval.executor import QueryOutcome, run_trial
 from ragopt.plan import PlanConfig
-from ragopt.plan import pipeline_for
+from ragopt.plan import kind_in_slot, pipeline_for
+from ragopt.stages.spec import PROMPT_SLOT
 from ragopt.backends.embeddings import Embedder
 
 
@@ -38,7 +39,7 @@ def run_queries(
     same prompt stage a sweep trial has (so context tokens and latency mean the same). Queries are encoded
     afresh, so the latency does not depend on what an earlier run cached."""
     plan = PlanConfig(chunker=index.manifest.chunker, embedder=embedder.config, retrieval=config.model_copy(update={"top_k": k}),
-                      stages={"prompt": {"tokenizer": context_tokenizer}})
+                      stages={kind_in_slot(PROMPT_SLOT): {"tokenizer": context_tokenizer}})
     pipeline = pipeline_for(plan, index, embedder, workspace or index.path.parent.parent)
     outcomes, _ = run_trial(pipeline, [q.query for q in evalset.queries], progress=progress)
     return outcomes

@@ -3,7 +3,7 @@ citations against the gold documents and spans, and answer text against referenc
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any, Iterator, Sequence
 
 from ragopt.cache import Cache, CacheKey
 from ragopt.data import EvalSet
@@ -46,7 +46,7 @@ def citation_scores(outcomes: Sequence[QueryOutcome], evalset: EvalSet) -> dict[
     Where the set has reference answers, span precision and its floor are also given over the answers that
     state their reference (`*_if_correct`): attribution follows what the answer says, so a model that answers
     from the wrong passage is cited to it; this pair separates the attribution's precision from the answer's."""
-    from ragopt.eval.citations import citation_scores as score, first_passage_floor
+    from ragopt.eval.citations import first_passage_floor, score_answer_citations
 
     by_id = {q.query.id: q for q in evalset.queries}
     out: dict[str, list[float | None]] = {name: [] for name in CITATION_METRICS}
@@ -55,7 +55,7 @@ def citation_scores(outcomes: Sequence[QueryOutcome], evalset: EvalSet) -> dict[
         q = by_id[o.query_id]
         gold = list(q.evidence) or [d for d, grade in q.relevance.items() if grade > 0]
         passages = [Chunk(id=cid, doc_id=doc, start=start, end=end, text="") for cid, doc, start, end, _ in o.ranking]
-        cs = score(answer, gold, passages) if answer is not None else None
+        cs = score_answer_citations(answer, gold, passages) if answer is not None else None
         floor = first_passage_floor(passages[0] if passages else None, gold)
         correct = (contains_reference(answer.text, q.reference_answer)
                    if answer is not None and q.reference_answer else None)
@@ -83,29 +83,16 @@ def answer_scores(
     refs = {q.query.id: q.reference_answer for q in evalset.queries}
     pairs = [(o.answer["text"] if o.answer else None, refs.get(o.query_id)) for o in outcomes]
 
-    def key(metric: str, response: str, reference: str) -> CacheKey:
-        return CacheKey(namespace="answer-score", payload=[metric, response, reference])
-
+    scorable = sorted({(r, ref) for r, ref in pairs if r is not None and ref is not None})
     known: dict[tuple[str, str, str], Any] = {}
-    todo: dict[str, set[tuple[str, str]]] = {m: set() for m in metrics}
     for metric in metrics:
-        for response, reference in set(pairs):
-            if response is None or reference is None:
-                continue
-            value = cache.get(key(metric, response, reference)) if cache is not None else None
-            if value is None:
-                todo[metric].add((response, reference))
-            else:
-                known[(metric, response, reference)] = value
-    for metric, items in todo.items():
-        if not items:
-            continue
-        ordered = sorted(items)
-        values = score_answers([AnswerSample(response=r, reference=ref) for r, ref in ordered], [metric])[metric]
-        for (response, reference), value in zip(ordered, values):
-            known[(metric, response, reference)] = value
-        if cache is not None:
-            cache.set_many((key(metric, r, ref), v) for (r, ref), v in zip(ordered, values) if v is not None)
+        def score(missing: list[int], metric: str = metric) -> Iterator[tuple[int, Any]]:
+            samples = [AnswerSample(response=scorable[i][0], reference=scorable[i][1]) for i in missing]
+            yield from zip(missing, score_answers(samples, [metric])[metric])  # one batch per metric
+
+        keys = [CacheKey(namespace="answer-score", payload=[metric, r, ref]) for r, ref in scorable]
+        values = (cache or Cache(None)).get_or_compute(keys, score).values
+        known.update(((metric, r, ref), v) for (r, ref), v in zip(scorable, values))
     return {
         metric: [None if r is None or ref is None else known.get((metric, r, ref)) for r, ref in pairs]
         for metric in metrics

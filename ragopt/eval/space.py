@@ -1,6 +1,6 @@
 """A sweep's search space: the retrieval dimensions (chunker x retriever x fusion x TopK) and every optional
 stage's knobs, read from the stage declarations (ragopt.plan), as a grid of trial plans or dimensions for a
-sampler. Loadable from TOML (see pipelines/*.toml):
+sampler. Loadable from TOML (see ragopt/shipped/pipelines/*.toml):
 
     [stages.rerank]
     model = "trained:train"      # a fixed setting
@@ -19,7 +19,8 @@ from ragopt.config import BM25Config, ChunkerConfig, EmbedderConfig, FusionConfi
 from ragopt.errors import InputError
 from ragopt.judge.judges import JudgeConfig
 from ragopt.judge.judging import METRICS as JUDGED_METRICS
-from ragopt.plan import PlanConfig, spec_for, validate_stage_values
+from ragopt.plan import PlanConfig, kind_in_slot, spec_for, validate_stage_values
+from ragopt.stages.spec import GENERATE_SLOT, PROMPT_SLOT
 
 RANK_METRICS = ("recall", "ndcg", "mrr", "precision", "hit")
 CITATION_METRICS = ("citation_precision", "citation_recall", "citation_valid_share", "citation_span_precision",
@@ -35,11 +36,11 @@ class BaselineConfig(StrictModel):
 
 
 class SweepConfig(StrictModel):
-    """A search space, its gates and how to select; loadable from TOML (see pipelines/*.toml)."""
+    """A search space, its gates and how to select; loadable from TOML (see ragopt/shipped/pipelines/*.toml)."""
 
     dataset: str | None = None
     default_for_dataset: bool = Field(
-        False, description="a shipped config (pipelines/) that `ragopt sweep --dataset D` uses when D is its dataset and no --config is given")
+        False, description="a shipped config (ragopt/shipped/pipelines/) that `ragopt sweep --dataset D` uses when D is its dataset and no --config is given")
     split: str = "test"
     chunk_sizes: list[int | Literal["whole"]] = Field(default_factory=lambda: ["whole"])
     chunk_overlaps: list[int] = Field(default_factory=lambda: [0], description="token overlaps, each tried with each size")
@@ -126,9 +127,10 @@ class SweepConfig(StrictModel):
     def stage_values(self) -> dict[str, dict[str, Any]]:
         """[stages] with the `answers` shorthand applied."""
         stages = {k: dict(v) for k, v in self.stages.items()}
-        stages.setdefault("prompt", {}).setdefault("tokenizer", self.context_tokenizer)  # context tokens: a fitted prompt
+        # context tokens: a fitted prompt
+        stages.setdefault(kind_in_slot(PROMPT_SLOT), {}).setdefault("tokenizer", self.context_tokenizer)
         if self.answers != "none":
-            stages.setdefault("generate", {}).setdefault("generator", self.answers)
+            stages.setdefault(kind_in_slot(GENERATE_SLOT), {}).setdefault("generator", self.answers)
         return stages
 
     def chunkers(self) -> list[ChunkerConfig]:
@@ -213,7 +215,7 @@ class SweepConfig(StrictModel):
         return sorted(set(self.top_k) | {10} | gate_ks)
 
     def answers_on(self) -> bool:
-        return self.stage_values().get("generate", {}).get("generator", "none") not in ("none", ["none"])
+        return self.stage_values().get(kind_in_slot(GENERATE_SLOT), {}).get("generator", "none") not in ("none", ["none"])
 
     def metric_names(self, with_spans: bool, with_references: bool) -> list[str]:
         names = [f"{m}@{k}" for m in RANK_METRICS for k in self.cutoffs()]

@@ -31,12 +31,12 @@ class TrialRunner:
 
     def __init__(self, evalset: EvalSet, config: SweepConfig, workspace: Path, resources: Any, *,
                  progress: bool, remeasure: bool):
-        from ragopt.index import default_cache
+        from ragopt.cache import workspace_cache
         from ragopt.memo import StageMemo
 
         self.evalset, self.config, self.workspace, self.resources = evalset, config, workspace, resources
         self.progress = progress
-        self.cache = default_cache(workspace)
+        self.cache = workspace_cache(workspace)
         if remeasure:
             from ragopt.eval.executor import NAMESPACE as TRIALS
             from ragopt.memo import NAMESPACE as MEMO

@@ -21,7 +21,7 @@ from typing import Any, Literal, Protocol
 from pydantic import Field
 
 from ragopt.config import StrictModel, fingerprint
-from ragopt.errors import InputError
+from ragopt.errors import ContextOverflow, InputError
 from ragopt.judge.verdicts import LABELS, SYSTEM, VERDICT_SCHEMA, Verdict, VerdictRequest, messages, read_label, user_message
 from ragopt.resources import Resources
 
@@ -111,7 +111,7 @@ class LlamaJudge:
         t0 = time.perf_counter()
         try:
             out = complete(engine, SYSTEM, user_message(request), (None, ()), max_tokens=3, stop=(), choices=LABELS)
-        except ValueError as exc:  # the passages do not fit the judge's context: no verdict, counted as a failure
+        except ContextOverflow as exc:  # the passages do not fit the judge's context: no verdict, counted as a failure
             return Verdict(None, raw=f"not judged: {exc}", seconds=time.perf_counter() - t0)
         return Verdict(read_label(out.text), raw=out.text, tokens_in=out.tokens_in, tokens_out=out.tokens_out,
                        seconds=time.perf_counter() - t0)

@@ -15,7 +15,7 @@ Failures from a timeout or a server error are not stored (the next run asks agai
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from typing import Any, Sequence
+from typing import Any, Iterator, Sequence
 
 from ragopt.cache import Cache, CacheKey
 from ragopt.errors import InputError
@@ -106,40 +106,38 @@ def judge_items(
     from tqdm import tqdm
 
     requests, sentences = plan_requests(items, metrics)
-    known: dict[str, Verdict] = {}
-    todo: dict[str, VerdictRequest] = {}
+    flat = [r for rs in requests for r in rs]
+    keys = [verdict_key(judge, r) for r in flat]
+    distinct = len({k.digest() for k in keys})  # a verdict asked twice is judged (and counted) once
     totals = JudgeTotals()
-    for req in (r for rs in requests for r in rs):
-        key = verdict_key(judge, req)
-        digest = key.digest()
-        if digest in known or digest in todo:
-            continue
-        stored = cache.get(key) if cache is not None else None
-        if stored is None:
-            todo[digest] = req
-        else:
-            known[digest] = Verdict(stored["supported"], raw=stored.get("raw", ""), cached=True)
-            totals.cached += 1
-    if max_calls is not None and len(todo) > max_calls:
-        raise InputError(f"{desc}: {len(todo)} new judge calls needed ({totals.cached} cached), more than the "
-                         f"{max_calls} allowed", field="--judge-max-calls")
-    for digest, req in tqdm(todo.items(), desc=desc, unit="verdict", disable=not progress or not todo):
-        verdict = judge.judge(req)
-        known[digest] = verdict
-        totals.calls += 1
-        totals.tokens += verdict.tokens_in + verdict.tokens_out
-        totals.seconds += verdict.seconds
-        if cache is not None and not verdict.extra.get("transient"):
-            cache.set(verdict_key(judge, req), {"supported": verdict.supported, "raw": verdict.raw})
+
+    def ask(missing: list[int]) -> Iterator[tuple[int, Verdict]]:
+        if max_calls is not None and len(missing) > max_calls:
+            raise InputError(f"{desc}: {len(missing)} new judge calls needed ({distinct - len(missing)} cached), more than the "
+                             f"{max_calls} allowed", field="--judge-max-calls")
+        for i in tqdm(missing, desc=desc, unit="verdict", disable=not progress):
+            verdict = judge.judge(flat[i])
+            totals.calls += 1
+            totals.tokens += verdict.tokens_in + verdict.tokens_out
+            totals.seconds += verdict.seconds
+            yield i, verdict
+
+    found = (cache or Cache(None)).get_or_compute(
+        keys, ask, save_every=1,  # each verdict stored as soon as it is made
+        encode=lambda v: None if v.extra.get("transient") else {"supported": v.supported, "raw": v.raw},
+        decode=lambda stored: Verdict(stored["supported"], raw=stored.get("raw", ""), cached=True))
+    totals.cached = distinct - totals.calls
     totals.cost_usd = totals.tokens * usd_per_million_tokens / 1e6
-    out = [_score(it, reqs, ss, known, judge) for it, reqs, ss in zip(items, requests, sentences)]
+    verdicts = {id(r): v.supported for r, v in zip(flat, found.values)}
+    out = [_score(it, reqs, ss, verdicts) for it, reqs, ss in zip(items, requests, sentences)]
     totals.failures = sum(j.failures for j in out)
     return out, totals
 
 
-def _score(item: JudgeItem, requests: list[VerdictRequest], sentences: list[str], known: dict[str, Verdict],
-           judge: Judge) -> ItemJudgement:
-    verdicts = {id(r): known[verdict_key(judge, r).digest()].supported for r in requests}
+def _score(item: JudgeItem, requests: list[VerdictRequest], sentences: list[str],
+           supported: dict[int, bool | None]) -> ItemJudgement:
+    """`supported` maps id(request) to its verdict."""
+    verdicts = {id(r): supported[id(r)] for r in requests}
     claims = [r for r in requests if r.kind == "claim"]
     judged = [SentenceVerdict(s, verdicts[id(r)]) for s, r in zip(sentences, claims)]
     readable = [s.supported for s in judged if s.supported is not None]

@@ -10,13 +10,13 @@ from ragopt.backends.embeddings import Embedder
 from ragopt.config import RetrievalConfig, StoreConfig, needs_vectors
 from ragopt.errors import InputError
 from ragopt.index import Index, build_index, make_embedder
-from ragopt.pipeline import REQUEST_INPUTS, Pipeline, Stage
+from ragopt.pipeline import REQUEST_INPUTS, Pipeline, Stage, Step
 from ragopt.plan.model import PlanConfig
 from ragopt.plan.registry import stage_specs
-from ragopt.plan.spec import SLOTS, BuildContext
 from ragopt.stages.embedding import EmbedQuery
 from ragopt.stages.fusion import Fuse
 from ragopt.stages.keyword import KeywordSearch
+from ragopt.stages.spec import CUT_SLOT, SLOTS, BuildContext
 from ragopt.stages.vector import VectorSearch
 from ragopt.types import Document
 
@@ -47,15 +47,16 @@ def retrieval_stages(
 
 
 def steps_by_slot(plan: PlanConfig, index: Index | None, embedder: Embedder, workspace: Path, *, resources: Any = None,
-                  cache_queries: bool = False) -> dict[str, list[Any]]:
-    """The plan's steps grouped by slot (see ragopt.plan.spec.SLOTS): its retrieval stages over `index` (none
+                  cache_queries: bool = False, skippable: bool = False) -> dict[str, list[Any]]:
+    """The plan's steps grouped by slot (see ragopt.stages.spec.SLOTS): its retrieval stages over `index` (none
     without an index), then its optional stages. Serve runs the groups apart (retrieval is cached, generation
-    guarded); `pipeline_for` runs them in slot order."""
+    guarded); `pipeline_for` runs them in slot order. `skippable`: the stages whose spec says a request survives
+    their failure come as `Step(stage, required=False)` (a server skips them; a sweep measures them as they are)."""
     retrieval = [] if index is None else retrieval_stages(index, embedder, plan.retrieval, k=plan.candidate_depth(),
                                                           cache_queries=cache_queries)
     ctx = BuildContext(index=index, embedder=embedder, resources=resources if resources is not None else embedder.resources,
                        workspace=Path(workspace), plan=plan)
-    return slot_steps(plan, ctx, retrieval)
+    return slot_steps(plan, ctx, retrieval, skippable=skippable)
 
 
 def pipeline_for(plan: PlanConfig, index: Index | None, embedder: Embedder, workspace: Path, *, resources: Any = None,
@@ -68,7 +69,7 @@ def pipeline_for(plan: PlanConfig, index: Index | None, embedder: Embedder, work
     return Pipeline(steps, memo=memo) if index is not None else Pipeline(steps, memo=memo, inputs=(*REQUEST_INPUTS, "hits"))
 
 
-def open_index(plan: PlanConfig, documents: Sequence[Document], workspace: Path, *, store: StoreConfig | None = None,
+def build_or_reuse_index(plan: PlanConfig, documents: Sequence[Document], workspace: Path, *, store: StoreConfig | None = None,
                resources: Any = None, progress: bool = True) -> tuple[Any, Embedder]:
     """Build (or reuse) the plan's index over `documents`: (build report, embedder)."""
     embedder = make_embedder(workspace, plan.embedder, resources)
@@ -80,7 +81,7 @@ def open_index(plan: PlanConfig, documents: Sequence[Document], workspace: Path,
 def open_plan(plan: PlanConfig, documents: Sequence[Document], workspace: Path, *, store: StoreConfig | None = None,
               resources: Any = None, progress: bool = True, cache_queries: bool = False) -> tuple[Pipeline, Any]:
     """Build (or reuse) the plan's index over `documents` and return (pipeline, build report)."""
-    report, embedder = open_index(plan, documents, workspace, store=store, resources=resources, progress=progress)
+    report, embedder = build_or_reuse_index(plan, documents, workspace, store=store, resources=resources, progress=progress)
     return pipeline_for(plan, report.index, embedder, workspace, resources=resources, cache_queries=cache_queries), report
 
 
@@ -90,7 +91,7 @@ def build_steps(plan: PlanConfig, ctx: BuildContext, retrieval: list[Any]) -> li
     return [step for slot in SLOTS for step in by_slot[slot]]
 
 
-def slot_steps(plan: PlanConfig, ctx: BuildContext, retrieval: list[Any]) -> dict[str, list[Any]]:
+def slot_steps(plan: PlanConfig, ctx: BuildContext, retrieval: list[Any], *, skippable: bool = False) -> dict[str, list[Any]]:
     """The steps of each slot for `plan`: the retrieval stages given, and every configured optional stage
     (kinds a plan does not mention, or whose config switches them off, are left out). When a stage
     wanted more candidates than top_k (see `PlanConfig.candidate_depth`), the list is cut back to top_k after
@@ -101,11 +102,13 @@ def slot_steps(plan: PlanConfig, ctx: BuildContext, retrieval: list[Any]) -> dic
         raise InputError(f"unknown stage kind {unknown[0]!r}", field="stages")
     ctx.retrieval = list(retrieval)
     by_slot: dict[str, list[Any]] = {slot: [] for slot in SLOTS}
-    for kind in sorted(plan.stages, key=lambda k: (SLOTS.index(specs[k].slot), list(specs).index(k))):
+    for kind in sorted(plan.stages, key=lambda k: (SLOTS.index(specs[k].slot), k)):
         spec = specs[kind]
         built = spec.build(plan.stage_config(kind), ctx)
         if built is None:
             continue
+        if skippable and spec.skippable:
+            built = [Step(b, required=False) for b in (built if isinstance(built, list) else [built])]
         if spec.replaces_retrieval:
             ctx.retrieval = list(built) if isinstance(built, list) else [built]
         else:
@@ -114,5 +117,5 @@ def slot_steps(plan: PlanConfig, ctx: BuildContext, retrieval: list[Any]) -> dic
     if plan.candidate_depth() > plan.retrieval.top_k:
         from ragopt.stages.keep_top import KeepTop
 
-        by_slot["rerank"].append(KeepTop(plan.retrieval.top_k))
+        by_slot[CUT_SLOT].append(KeepTop(plan.retrieval.top_k))
     return by_slot

@@ -29,6 +29,10 @@ class PlanConfig(StrictModel):
         wanted = [spec_for(k).wants(self.stage_config(k)) for k in self.stages if spec_for(k).wants is not None]
         return max([self.retrieval.top_k, *wanted])
 
+    def generates(self) -> bool:
+        """Whether some stage of this plan writes an answer (a generator that is not "none")."""
+        return any(spec_for(k).answers is not None and spec_for(k).answers(self.stage_config(k)) for k in self.stages)
+
     def params(self) -> dict[str, Any]:
         """The knobs of this plan as flat "kind.knob" -> value (results.json params, report labels)."""
         out: dict[str, Any] = {}

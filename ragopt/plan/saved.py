@@ -3,8 +3,8 @@ named), written to TOML (`ragopt export`) and read back, always with what it was
 corpus fingerprint, model fingerprints, ragopt version). `check_saved` refuses, before anything is built, a
 plan whose dataset, models or ragopt version no longer match: one line naming what differs.
 
-results.json is read as plain JSON here (its model lives in ragopt.eval, a room above this one); only the fields
-a rebuild needs are read.
+results.json is read through ragopt.plan.results_file (the one reader, which checks its schema version; the
+full model lives in ragopt.eval, a room above this one); only the fields a rebuild needs are used.
 """
 
 from __future__ import annotations
@@ -16,9 +16,10 @@ from typing import Any, Sequence
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from ragopt.config import StrictModel
+from ragopt.config import StrictModel, validate
 from ragopt.errors import InputError
 from ragopt.plan.model import PlanConfig
+from ragopt.plan.results_file import read_results
 from ragopt.types import Document
 
 
@@ -36,7 +37,7 @@ class Provenance(StrictModel):
     dataset: str = Field(description="the evaluation set's path, absolute")
     corpus_fingerprint: str
     ragopt: str = Field(description="the ragopt version that measured it")
-    models: dict[str, ModelRef] = Field(default_factory=dict, description="embedder, rerank, generator")
+    models: dict[str, ModelRef] = Field(default_factory=dict, description="by role: embedder, then each stage's (rerank, generator, ...)")
 
 
 class SavedPlan(StrictModel):
@@ -47,34 +48,23 @@ class SavedPlan(StrictModel):
 
 def plan_models(plan: PlanConfig, embedder_fingerprint: str) -> dict[str, ModelRef]:
     """The models a plan's answers depend on, each by the fingerprint of its files: the embedder (as the index
-    was built with it), a reranker's model folder, a llama generator's GGUF."""
+    was built with it), then every model file a stage of the plan loads, as its spec names them (a reranker's
+    folder, the generator's GGUF, the rewrite's and history's GGUF in llm mode, ...)."""
+    from ragopt.plan.registry import spec_for
+
     models = {"embedder": ModelRef(name=plan.embedder.model, fingerprint=embedder_fingerprint)}
-    rerank = plan.stage_config("rerank") if "rerank" in plan.stages else None
-    if rerank is not None and getattr(rerank, "model", None) and rerank.depth:
-        from ragopt.backends.embeddings import model_fingerprint
-
-        try:
-            models["rerank"] = ModelRef(name=rerank.model, fingerprint=model_fingerprint(rerank.model))
-        except ValueError:  # a hub name: its files are not here to hash
-            models["rerank"] = ModelRef(name=rerank.model, fingerprint="hub:" + rerank.model)
-    generate = plan.stage_config("generate") if "generate" in plan.stages else None
-    if generate is not None and generate.generator == "llama":
-        from ragopt.gguf_meta import model_fingerprint, resolve_model
-
-        path = resolve_model(generate.llama_config().model)
-        models["generator"] = ModelRef(name=str(path), fingerprint=model_fingerprint(path))
+    for kind in sorted(plan.stages):
+        spec = spec_for(kind)
+        if spec.models is not None:
+            for role, file in spec.models(plan.stage_config(kind)).items():
+                models[role] = ModelRef(name=file.name, fingerprint=file.fingerprint)
     return models
 
 
 def from_results(path: str | Path, trial: str | None = None) -> SavedPlan:
     """The selected trial of a sweep's results.json (or the one named `trial`), with its provenance."""
     path = Path(path)
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise InputError("results file not found", path=path, field="--from") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise InputError(f"not a results.json: {exc}", path=path, field="--from") from None
+    data = read_results(path, flag="--from")
     wanted = trial or data.get("selected")
     if wanted is None:
         raise InputError("no trial passed the sweep's gates; name one with --trial ID", path=path, field="--trial")
@@ -86,10 +76,11 @@ def from_results(path: str | Path, trial: str | None = None) -> SavedPlan:
     if not found.get("plan"):
         raise InputError("this results.json records no plan per trial (made before ragopt recorded them): run the sweep again",
                          path=path, field="--from")
+    plan = validate(PlanConfig, found["plan"], path)  # a bad plan names its key, e.g. trials' retrieval.fusion
     dataset = data["dataset"]
     try:
         return SavedPlan(
-            plan=PlanConfig.model_validate(found["plan"]), source=str(path),
+            plan=plan, source=str(path),
             provenance=Provenance(trial=wanted, dataset=_dataset_path(dataset["path"], path),
                                   corpus_fingerprint=dataset["fingerprint"].split(":")[0],
                                   ragopt=data["versions"]["ragopt"], models=found.get("models", {})),
@@ -159,8 +150,6 @@ def export_toml(saved: SavedPlan, out: str | Path) -> Path:
 
 def load_plan_toml(path: str | Path) -> SavedPlan:
     """A plan written by `export_toml` (or by hand: a [plan] table, optionally [provenance])."""
-    from ragopt.config import validate
-
     path = Path(path)
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))

@@ -25,35 +25,83 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
 
 from ragopt.errors import InputError
-from ragopt.serve.service import AskOptions, Principal, RagService, Refused, RequestHandle
+from ragopt.errors import Refused
+from ragopt.serve.scheduler import KeyPolicy, TenantPolicy
+from ragopt.serve.service import AskOptions, Principal, RagService, RequestHandle
 
 # FastAPI is imported at module level (it reads the endpoints' annotations); only `ragopt serve` imports this.
 
 
+class _KeyEntry(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    tenant: str = Field(min_length=1)
+    scopes: list[str] = []
+    weight: float = Field(1.0, gt=0, le=1000, description="share of the tenant's service among its keys")
+    max_concurrency: int | None = Field(None, ge=1, description="requests of this key generating at once")
+    priority: int = Field(0, ge=0, le=9, description="higher classes get free slots first (waiting ages a request up)")
+    reserved_slots: int = Field(0, ge=0, description="slots held for this key however many others wait")
+
+
+class _TenantEntry(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    weight: float = Field(1.0, gt=0, le=1000, description="share of the generation slots' service")
+    max_concurrency: int | None = Field(None, ge=1, description="requests of this tenant generating at once")
+
+
+def _entry(model: type[BaseModel], value: Any, where: str, path: str | Path) -> Any:
+    from pydantic import ValidationError
+
+    try:
+        return model.model_validate(value)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        name = ".".join(str(p) for p in first["loc"]) or "entry"
+        raise InputError(f"{where}: {name}: {first['msg']}", path=path, field="--api-keys") from None
+
+
 def load_api_keys(path: str | Path) -> dict[str, Principal]:
-    """{"KEY": {"tenant": "acme", "scopes": ["staff"]}, ...} -> key -> Principal; any flaw is an InputError."""
+    """{"KEY": {"tenant": "acme", "scopes": ["staff"], "weight"?, "max_concurrency"?, "priority"?, "reserved_slots"?}}, or
+    {"keys": {that}, "tenants": {"acme": {"weight"?, "max_concurrency"?}}} -> key -> Principal; any flaw is an InputError."""
     try:
         data = json.loads(Path(path).read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise InputError("file not found", path=path, field="--api-keys") from None
     except json.JSONDecodeError as exc:
         raise InputError(f"invalid JSON: {exc.msg}", path=path, line=exc.lineno, field="--api-keys") from None
+    tenants: dict[str, Any] = {}
+    if isinstance(data, dict) and isinstance(data.get("keys"), dict) and set(data) <= {"keys", "tenants"} \
+            and all(isinstance(v, dict) for v in data["keys"].values()):
+        tenants = data.get("tenants") or {}
+        if not isinstance(tenants, dict):
+            raise InputError("\"tenants\" must map each tenant to {\"weight\", \"max_concurrency\"}", path=path, field="--api-keys")
+        data = data["keys"]
     if not isinstance(data, dict) or not data:
         raise InputError("expected a JSON object mapping each API key to {\"tenant\": ..., \"scopes\": [...]}", path=path, field="--api-keys")
+    policies = {name: TenantPolicy(**_entry(_TenantEntry, v, f"tenant {name!r}", path).model_dump()) for name, v in tenants.items()}
     keys = {}
-    for key, entry in data.items():
-        where = f"{key[:4]}..."
-        if not isinstance(entry, dict) or not isinstance(entry.get("tenant"), str) or not entry["tenant"]:
-            raise InputError(f"key {where}: needs a non-empty \"tenant\" string", path=path, field="--api-keys")
-        scopes = entry.get("scopes", [])
-        if not isinstance(scopes, list) or not all(isinstance(s, str) and s for s in scopes):
-            raise InputError(f"key {where}: \"scopes\" must be a list of non-empty strings", path=path, field="--api-keys")
-        unknown = set(entry) - {"tenant", "scopes"}
-        if unknown:
-            raise InputError(f"key {where}: unknown field {sorted(unknown)[0]!r}", path=path, field="--api-keys")
+    for key, value in data.items():
+        entry = _entry(_KeyEntry, value, f"key {key[:4]}...", path)
+        if not all(entry.scopes):
+            raise InputError(f"key {key[:4]}...: scopes must be non-empty strings", path=path, field="--api-keys")
         key_id = hashlib.sha256(key.encode()).hexdigest()[:12]
-        keys[key] = Principal(key_id=key_id, tenant=entry["tenant"], scopes=tuple(sorted(set(scopes))))
+        policy = KeyPolicy(weight=entry.weight, max_concurrency=entry.max_concurrency, priority=entry.priority,
+                           reserved_slots=entry.reserved_slots)
+        keys[key] = Principal(key_id=key_id, tenant=entry.tenant, scopes=tuple(sorted(set(entry.scopes))), key=policy,
+                              tenant_policy=policies.get(entry.tenant, TenantPolicy()))
+    unknown = sorted(set(policies) - {p.tenant for p in keys.values()})
+    if unknown:
+        raise InputError(f"tenant {unknown[0]!r} has no key", path=path, field="--api-keys")
     return keys
+
+
+def check_reservations(keys: dict[str, Principal], slots: int, path: str | Path) -> None:
+    """The keys' reserved slots must leave at least one slot for everyone else."""
+    reserved = sum(p.key.reserved_slots for p in keys.values())
+    if reserved and reserved >= slots:
+        raise InputError(f"reserved_slots add up to {reserved}, but only {slots} slots serve (--slots/--parallel): "
+                         "keep at least one unreserved", path=path, field="--api-keys")
 
 
 class AskBody(BaseModel):
@@ -63,6 +111,7 @@ class AskBody(BaseModel):
     stream: bool = False
     personal: bool = Field(False, description="depends on who asks beyond tenant and scopes: never cached")
     realtime: bool = Field(False, description="must be fresh: never cached")
+    deadline_s: float | None = Field(None, gt=0, le=3600, description="refused (503) rather than answered later than this")
 
 
 class ChatMessage(BaseModel):
@@ -130,8 +179,9 @@ class _Requests:
     """One request from HTTP to `RagService.answer` and back: a worker thread, its tokens on a queue, the
     client's disconnect watched, the outcome counted."""
 
-    def __init__(self, service: RagService, keys: dict[str, Principal], pool: ThreadPoolExecutor):
+    def __init__(self, service: RagService, keys: dict[str, Principal], pool: ThreadPoolExecutor, tracing: Any = None):
         self.service, self.keys, self.pool = service, keys, pool
+        self.tracing = tracing  # ragopt.observe.otel.Tracing when traces are exported, else None
 
     def error(self, status: int, message: str, endpoint: str, outcome: str, headers: dict[str, str] | None = None,
               **extra: Any) -> Any:
@@ -148,8 +198,10 @@ class _Requests:
             raise HTTPException(401, "unknown or missing API key (Authorization: Bearer KEY)")
         return principal
 
-    async def start(self, question: str, principal: Principal, options: AskOptions) -> tuple[RequestHandle, asyncio.Queue]:
-        """Run the request in a worker thread; its tokens and its end arrive on the queue."""
+    async def start(self, question: str, principal: Principal, options: AskOptions,
+                    headers: dict[str, str]) -> tuple[RequestHandle, asyncio.Queue]:
+        """Run the request in a worker thread; its tokens and its end arrive on the queue. Its trace is exported
+        (when switched on) after the answer is handed over, joining the caller's trace from `headers`."""
         loop = asyncio.get_running_loop()
         queue: asyncio.Queue = asyncio.Queue()
         handle = RequestHandle()
@@ -163,6 +215,9 @@ class _Requests:
                 loop.call_soon_threadsafe(queue.put_nowait, ("done", out))
             except BaseException as exc:  # noqa: BLE001 - handed to the event loop, which answers for it
                 loop.call_soon_threadsafe(queue.put_nowait, ("error", exc))
+                return
+            if self.tracing is not None:
+                self.tracing.export_served(out, question, headers)
 
         loop.run_in_executor(self.pool, work)
         return handle, queue
@@ -170,7 +225,8 @@ class _Requests:
     def refusal(self, exc: BaseException, endpoint: str) -> Any:
         if isinstance(exc, Refused):
             retry = str(max(1, int(exc.retry_after_s + 0.999)))
-            return self.error(exc.status, exc.reason, endpoint, "rate_limited", headers={"Retry-After": retry})
+            outcome = "rate_limited" if exc.status == 429 else "refused"
+            return self.error(exc.status, str(exc), endpoint, outcome, headers={"Retry-After": retry})
         return self.error(500, f"{type(exc).__name__}: {exc}", endpoint, "error")
 
     def too_long(self, question: str, endpoint: str) -> Any:
@@ -181,14 +237,20 @@ class _Requests:
 
     @staticmethod
     async def next_event(queue: asyncio.Queue, handle: RequestHandle, request: Request) -> tuple[str, Any] | None:
-        """The next token or the end; None when the client left first (the request is then cancelled)."""
+        """The next token or the end; None when the client left first (the request is then cancelled). The
+        client is checked every 0.25 s even while tokens keep coming (a plain JSON answer sends nothing back
+        until its end, so only this check sees its client leave)."""
         while True:
-            try:
-                return await asyncio.wait_for(queue.get(), timeout=0.25)
-            except asyncio.TimeoutError:
+            now = time.monotonic()
+            if now >= getattr(request.state, "next_check", 0.0):
+                request.state.next_check = now + 0.25
                 if await request.is_disconnected():
                     handle.cancel()
                     return None
+            try:
+                return await asyncio.wait_for(queue.get(), timeout=0.25)
+            except asyncio.TimeoutError:
+                continue
 
     def cancelled(self, endpoint: str) -> Any:
         self.service.metrics.requests.labels(endpoint=endpoint, outcome="cancelled").inc()
@@ -199,7 +261,8 @@ class _Requests:
         refused = self.too_long(question, endpoint)
         if refused is not None:
             return refused
-        handle, queue = await self.start(question, principal, options)
+        handle, queue = await self.start(question, principal, options,
+                                         {k: v for k, v in request.headers.items() if k in ("traceparent", "tracestate")})
         first = await self.next_event(queue, handle, request)
         if first is None:
             return self.cancelled(endpoint)
@@ -247,11 +310,14 @@ class _Requests:
             self.service.metrics.requests.labels(endpoint=endpoint, outcome=outcome).inc()
 
 
-def create_app(service: RagService, keys: dict[str, Principal], max_workers: int = 256) -> Any:
+def create_app(service: RagService, keys: dict[str, Principal], max_workers: int = 256, tracing: Any = None) -> Any:
+    """`tracing`: a ragopt.observe.otel.Tracing that exports each answered request's trace (None: no export)."""
     app = FastAPI(title="ragopt serve")
     pool = ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="ragopt-serve")
     app.router.on_shutdown.append(lambda: pool.shutdown(wait=False, cancel_futures=True))
-    requests = _Requests(service, keys, pool)
+    requests = _Requests(service, keys, pool, tracing)
+    for p in keys.values():
+        service.scheduler.register(p.tenant, p.key_id, p.key, p.tenant_policy)
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(request: Request, exc: RequestValidationError) -> Any:
@@ -266,7 +332,7 @@ def create_app(service: RagService, keys: dict[str, Principal], max_workers: int
 
     @app.post("/v1/ask")
     async def ask(body: AskBody, request: Request, principal: Principal = Depends(requests.principal_of)) -> Any:
-        return await requests.run(request, principal, body.question, AskOptions(body.personal, body.realtime), body.stream,
+        return await requests.run(request, principal, body.question, AskOptions(body.personal, body.realtime, body.deadline_s), body.stream,
                                   "/v1/ask", AskRender)
 
     @app.post("/v1/chat/completions")

@@ -1,23 +1,21 @@
-"""The service's answer and retrieval caches: diskcache on one machine, Redis shared by several processes.
+"""The service's answer and retrieval caches, on ragopt's one cache (ragopt/cache.py): a bounded memory in front
+of diskcache on one machine (`DiskStore`) or of Redis shared by several processes (`RedisStore`).
 
 Keys are `ragopt.cache.CacheKey`s and always carry the tenant, the permission scopes (hashed, order-free),
 the normalized question, the model fingerprint, the prompt version and the knowledge-base version (the
 index fingerprint): a hit can only ever be the same question asked by the same tenant with the same scopes
-of the same knowledge base and model. The stored value repeats its key's identity and a read checks it
-(a digest collision or a mis-keyed write is a miss, never another tenant's answer). Requests marked
+of the same knowledge base and model. Every entry carries a second hash of its key's identity and a read
+checks it (a digest collision or a mis-keyed write is a miss, never another tenant's answer). Requests marked
 personal or real-time are never read from or written to a cache. Entries expire after `ttl_s`.
 """
 
 from __future__ import annotations
 
-import json
-import time
 import unicodedata
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
-from ragopt.cache import CacheKey
+from ragopt.cache import Cache, CacheKey, Store
 
 
 def normalize_question(text: str) -> str:
@@ -25,58 +23,6 @@ def normalize_question(text: str) -> str:
     trailing punctuation or spaces."""
     text = " ".join(unicodedata.normalize("NFKC", text).casefold().split())
     return text.rstrip(" ?!.")
-
-
-class Store(Protocol):
-    def get(self, key: str) -> str | None: ...
-
-    def set(self, key: str, value: str, ttl_s: float) -> None: ...
-
-    def close(self) -> None: ...
-
-
-class DiskStore:
-    """diskcache with per-entry expiry; safe for several processes on one machine."""
-
-    def __init__(self, directory: str | Path):
-        import diskcache
-
-        Path(directory).mkdir(parents=True, exist_ok=True)
-        self._cache = diskcache.Cache(str(directory), size_limit=2 * 2**30)
-
-    def get(self, key: str) -> str | None:
-        value = self._cache.get(key)
-        return None if value is None else str(value)
-
-    def set(self, key: str, value: str, ttl_s: float) -> None:
-        self._cache.set(key, value, expire=ttl_s)
-
-    def close(self) -> None:
-        self._cache.close()
-
-
-class RedisStore:
-    """Redis (`redis://host:port/db`): shared by every `ragopt serve` process pointed at it."""
-
-    def __init__(self, url: str, prefix: str = "ragopt:cache:"):
-        import redis
-
-        self._redis = redis.Redis.from_url(url, decode_responses=True)
-        self.prefix = prefix
-
-    def get(self, key: str) -> str | None:
-        value = self._redis.get(self.prefix + key)
-        return None if value is None else str(value)
-
-    def set(self, key: str, value: str, ttl_s: float) -> None:
-        self._redis.set(self.prefix + key, value, px=max(int(ttl_s * 1000), 1))
-
-    def close(self) -> None:
-        self._redis.close()
-
-
-def open_store(redis_url: str | None, directory: str | Path) -> Store:
-    return RedisStore(redis_url) if redis_url else DiskStore(directory)
 
 
 @dataclass(frozen=True)
@@ -91,14 +37,20 @@ class CacheScope:
 
 
 class ScopedCache:
-    """One namespace ("answer", "retrieval") of JSON values over a Store, with counted hits and misses."""
+    """One namespace ("answer", "retrieval") of JSON values: a `ragopt.cache.Cache` over the service's store,
+    with its own hit accounting and expiry."""
 
     def __init__(self, store: Store, namespace: str, ttl_s: float):
-        self.store = store
         self.namespace = namespace
-        self.ttl_s = ttl_s
-        self.cache_hits = 0
-        self.cache_misses = 0
+        self.cache = Cache(store=store, ttl_s=ttl_s)
+
+    @property
+    def cache_hits(self) -> int:
+        return self.cache.cache_hits
+
+    @property
+    def cache_misses(self) -> int:
+        return self.cache.cache_misses
 
     def key(self, scope: CacheScope, question: str, options: Any = None) -> CacheKey:
         return CacheKey(
@@ -111,27 +63,11 @@ class ScopedCache:
             payload={"question": normalize_question(question), "options": options},
         )
 
-    @staticmethod
-    def _identity(key: CacheKey) -> dict[str, Any]:
-        data = key.model_dump(mode="json")
-        data["scopes"] = sorted(set(data["scopes"]))
-        return data
-
     def get(self, scope: CacheScope, question: str, options: Any = None) -> Any:
-        key = self.key(scope, question, options)
-        raw = self.store.get(key.digest())
-        if raw is not None:
-            entry = json.loads(raw)
-            if entry.get("key") == self._identity(key):
-                self.cache_hits += 1
-                return entry["value"]
-        self.cache_misses += 1
-        return None
+        return self.cache.get(self.key(scope, question, options))
 
     def set(self, scope: CacheScope, question: str, value: Any, options: Any = None) -> None:
-        key = self.key(scope, question, options)
-        entry = {"key": self._identity(key), "value": value, "stored_at": time.time()}
-        self.store.set(key.digest(), json.dumps(entry, separators=(",", ":")), self.ttl_s)
+        self.cache.set(self.key(scope, question, options), value)
 
 
 class ServeCaches:

@@ -1,5 +1,5 @@
 """Guards of the service: rate limits and quotas, circuit breakers, per-stage deadlines, a fallback chain,
-model routing and admission control.
+and model routing.
 
 - `RateLimiter`: one token bucket per key ("key:<api key>", "tenant:<tenant>"), in process memory or in
   Redis (a Lua script makes the refill-and-take atomic, so several serve processes share the buckets).
@@ -12,8 +12,7 @@ model routing and admission control.
   extractive answer); the pipeline marks the answer degraded.
 - `StageDeadline`: a stage gets at most `seconds` of the request's remaining time.
 - `Router`: short, simple questions go to the small model, the rest to the default.
-- `Admission`: at most min(backend slots, KV budget / KV bytes of one full context) requests generate at
-  once (`ragopt.capacity` arithmetic); the rest wait up to `queue_timeout_s`, then are refused.
+Who gets a generation slot, and when, is `ragopt.serve.scheduler`'s job.
 """
 
 from __future__ import annotations
@@ -21,10 +20,11 @@ from __future__ import annotations
 import re
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any, Callable, Sequence
 
+from ragopt.errors import BreakerOpen, Refused
 from ragopt.pipeline import RequestState
 
 # KEYS[1] bucket; ARGV: rate/s, burst, now (s), cost. Returns {allowed 0/1, retry_after ms}.
@@ -116,10 +116,6 @@ class DailyQuota:
             self._used[k] = self._used.get(k, 0) + tokens
 
 
-class BreakerOpen(RuntimeError):
-    """The backend failed repeatedly; calls are refused until its breaker half-opens."""
-
-
 class CircuitBreaker:
     CLOSED, OPEN, HALF_OPEN = "closed", "open", "half_open"
 
@@ -161,6 +157,12 @@ class CircuitBreaker:
             self.trial_in_flight = False
             self._move(self.CLOSED)
 
+    def neutral(self) -> None:
+        """The call was refused under load (ragopt.errors.Refused): it says nothing about the backend's health,
+        so nothing changes but that a half-open trial may be taken again."""
+        with self._lock:
+            self.trial_in_flight = False
+
     def failure(self) -> None:
         with self._lock:
             self.consecutive_failures += 1
@@ -184,7 +186,8 @@ class _StandIn:
 
 class Guarded(_StandIn):
     """A stage behind a circuit breaker, with the same name and fields. A cancelled or timed-out request
-    (finish_reason "deadline") says nothing about the backend's health and does not count either way."""
+    (finish_reason "deadline") says nothing about the backend's health and does not count either way, nor does a
+    refusal under load (a busy or overloaded model, a request over the KV budget)."""
 
     def __init__(self, stage: Any, breaker: CircuitBreaker):
         super().__init__(stage)
@@ -195,7 +198,10 @@ class Guarded(_StandIn):
             raise BreakerOpen(f"circuit breaker {self.breaker.name!r} is open")
         try:
             state = self.stage.run(state)
-        except Exception:
+        except Refused:
+            self.breaker.neutral()
+            raise
+        except Exception:  # any other failure of the backend, in process or remote, counts against it
             self.breaker.failure()
             raise
         self.breaker.success()
@@ -216,7 +222,9 @@ class PromptGate(_StandIn):
             raise BreakerOpen(f"circuit breaker {self.breaker.name!r} is open")
         try:
             return self.stage.run(state)
-        except Exception:
+        except Refused:
+            raise
+        except Exception:  # any other failure of the backend's tokenizer counts against it
             self.breaker.failure()
             raise
 
@@ -278,72 +286,22 @@ class StageDeadline:
 
 
 _COMPLEX = re.compile(r"\b(why|how|compare|explain|difference|versus|vs|analy[sz]e|evaluate)\b", re.IGNORECASE)
+# The same asks in Chinese (no spaces, so no word boundaries: a substring is the word).
+_COMPLEX_ZH = ("为什么", "为何", "如何", "怎么", "怎样", "比较", "解释", "区别", "差异", "分析", "评估", "原因")
 
 
 @dataclass(frozen=True)
 class Router:
-    """`route(question)` -> "small" for a question of at most `small_max_words` words without words that ask
-    for reasoning (why, how, compare, explain...), else "default". `small_max_words=0` routes everything to
-    the default model."""
+    """`route(question)` -> "small" for a question of at most `small_max_words` words (counted as a reader
+    counts them: a Chinese question is cut into words, not one "word" per space-free run) that does not ask for
+    reasoning (why, how, compare, explain... or 为什么, 如何, 比较...), else "default". `small_max_words=0`
+    routes everything to the default model."""
 
     small_max_words: int = 0
 
     def route(self, question: str) -> str:
-        if self.small_max_words > 0 and len(question.split()) <= self.small_max_words and not _COMPLEX.search(question):
-            return "small"
-        return "default"
+        from ragopt.text.analyzers import count_words
 
-
-class AdmissionRefused(RuntimeError):
-    def __init__(self, message: str, retry_after_s: float):
-        super().__init__(message)
-        self.retry_after_s = retry_after_s
-
-
-@dataclass
-class Admission:
-    """At most `limit` requests generate at once; the next wait up to `queue_timeout_s` (and at most
-    `max_queue` of them), the others are refused. `limit` = min(backend slots, KV sequences that fit)."""
-
-    slots: int
-    kv_budget_bytes: float | None = None
-    kv_bytes_per_sequence: float | None = None
-    queue_timeout_s: float = 10.0
-    max_queue: int = 64
-    waiting: int = 0
-    in_flight: int = 0
-    _cond: threading.Condition = field(default_factory=threading.Condition)
-
-    @property
-    def limit(self) -> int:
-        limit = self.slots
-        if self.kv_budget_bytes is not None and self.kv_bytes_per_sequence:
-            from ragopt.capacity import MemoryBudget, max_concurrent_sequences
-
-            budget = MemoryBudget(total_bytes=self.kv_budget_bytes, margin_fraction=0.0)
-            limit = min(limit, max_concurrent_sequences(budget, self.kv_bytes_per_sequence))
-        return max(limit, 0)
-
-    def enter(self, timeout_s: float | None = None) -> float:
-        """Wait for a place; returns the seconds waited, or raises AdmissionRefused."""
-        t0 = time.monotonic()
-        timeout = self.queue_timeout_s if timeout_s is None else min(timeout_s, self.queue_timeout_s)
-        with self._cond:
-            if self.limit == 0:
-                raise AdmissionRefused("no request fits the KV budget", retry_after_s=60.0)
-            if self.in_flight >= self.limit and self.waiting >= self.max_queue:
-                raise AdmissionRefused(f"{self.waiting} requests already wait", retry_after_s=1.0)
-            self.waiting += 1
-            try:
-                ok = self._cond.wait_for(lambda: self.in_flight < self.limit, timeout=max(timeout, 0.0))
-            finally:
-                self.waiting -= 1
-            if not ok:
-                raise AdmissionRefused(f"no generation slot within {timeout:.1f} s", retry_after_s=1.0)
-            self.in_flight += 1
-        return time.monotonic() - t0
-
-    def leave(self) -> None:
-        with self._cond:
-            self.in_flight -= 1
-            self._cond.notify()
+        if self.small_max_words <= 0 or _COMPLEX.search(question) or any(w in question for w in _COMPLEX_ZH):
+            return "default"
+        return "small" if count_words(question) <= self.small_max_words else "default"

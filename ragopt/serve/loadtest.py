@@ -5,7 +5,7 @@ Arrivals are Poisson at `rate` requests/s (open loop: a slow server does not slo
 `concurrency` clients that each send the next request when the last one ends (closed loop). Questions mix
 short ones and long ones (`long_fraction`). Sending stops after `duration_s` or `max_requests`; requests
 still running then are awaited (each bounded by `timeout_s`), so every request sent is counted exactly once:
-ok, rate_limited (429), timed_out (client timeout, or the server's deadline cut the answer), or errors.
+ok, rate_limited (429), refused (503 with Retry-After: a deadline the server could not meet), timed_out (client timeout, or the server's deadline cut the answer), or errors.
 
 Little's law: the arrival rate over the sending window x the mean latency predicts the mean number of requests
 in flight; the measurement is the time-average of the in-flight count over the same window, integrated
@@ -19,60 +19,12 @@ import asyncio
 import json
 import random
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any, Callable, Sequence
 
-from ragopt.errors import InputError
+from ragopt.errors import BackendError
+from ragopt.serve.loadspec import LONG_PREAMBLE, LoadSpec, TenantLoad
 from ragopt.trace import percentiles
-
-SHORT_QUESTIONS = (
-    "What causes ocean tides?",
-    "What makes bread dough rise?",
-    "Who lays the eggs in a bee hive?",
-    "How does a vaccine work?",
-    "What is a black hole?",
-    "How do glaciers form?",
-)
-LONG_PREAMBLE = (
-    "I am preparing a detailed briefing for a group of students and I want to be sure that every statement is "
-    "supported by the sources, so please read the passages carefully, compare what they say, point out any "
-    "disagreement between them, and explain the mechanism step by step in plain language before answering. "
-)
-
-
-@dataclass(frozen=True)
-class LoadSpec:
-    url: str
-    api_keys: tuple[str, ...]
-    duration_s: float
-    rate: float | None = None  # Poisson arrivals per second (open loop)
-    concurrency: int | None = None  # closed-loop clients
-    max_requests: int | None = None
-    long_fraction: float = 0.3
-    questions: tuple[str, ...] = SHORT_QUESTIONS
-    timeout_s: float = 60.0
-    stream: bool = True
-    seed: int = 0
-
-    def check(self) -> None:
-        if (self.rate is None) == (self.concurrency is None):
-            raise InputError("give exactly one of --rate and --concurrency", field="--rate")
-        if self.rate is not None and self.rate <= 0:
-            raise InputError(f"must be > 0, got {self.rate}", field="--rate")
-        if self.concurrency is not None and self.concurrency < 1:
-            raise InputError(f"must be >= 1, got {self.concurrency}", field="--concurrency")
-        if self.duration_s <= 0:
-            raise InputError(f"must be > 0, got {self.duration_s}", field="--duration")
-        if self.max_requests is not None and self.max_requests < 1:
-            raise InputError(f"must be >= 1, got {self.max_requests}", field="--max-requests")
-        if not 0 <= self.long_fraction <= 1:
-            raise InputError(f"must be within 0..1, got {self.long_fraction}", field="--long-fraction")
-        if self.timeout_s <= 0:
-            raise InputError(f"must be > 0, got {self.timeout_s}", field="--timeout")
-        if not self.url.startswith(("http://", "https://")):
-            raise InputError(f"must be an http(s) URL, got {self.url!r}", field="--url")
-        if not self.api_keys:
-            raise InputError("at least one API key is needed", field="--api-key")
 
 
 @dataclass
@@ -119,8 +71,9 @@ async def _one(client: Any, spec: LoadSpec, key: str, kind: str, question: str, 
                 out.http_status = r.status_code
                 if r.status_code != 200:
                     body = (await r.aread()).decode(errors="replace")
-                    out.status = "rate_limited" if r.status_code == 429 else "error"
-                    out.error = None if r.status_code == 429 else f"HTTP {r.status_code}: {body[:200]}"
+                    refused = r.status_code == 503 and "retry-after" in r.headers  # a deadline it could not meet
+                    out.status = "rate_limited" if r.status_code == 429 else "refused" if refused else "error"
+                    out.error = None if out.status != "error" else f"HTTP {r.status_code}: {body[:200]}"
                     return out
                 final = await _read_answer(r, spec.stream, lambda: setattr(out, "ttft_ms", out.ttft_ms or (time.perf_counter() - sent) * 1000))
         trace = final.get("trace") or {}
@@ -133,7 +86,7 @@ async def _one(client: Any, spec: LoadSpec, key: str, kind: str, question: str, 
         out.status = "timed_out" if trace.get("timed_out") else "ok"
     except TimeoutError:
         out.status, out.error = "timed_out", f"no complete answer within {spec.timeout_s:g} s"
-    except (httpx.HTTPError, ValueError, KeyError) as exc:
+    except (httpx.HTTPError, BackendError, ValueError, KeyError) as exc:  # ValueError: a body that is not the JSON promised
         out.status, out.error = "error", f"{type(exc).__name__}: {exc}"
     finally:
         out.end_s = time.perf_counter() - t0
@@ -154,8 +107,8 @@ async def _read_answer(r: Any, stream: bool, first_token: Callable[[], None]) ->
             elif event == "done":
                 return json.loads(line[5:])
             elif event == "error":
-                raise ValueError(f"server error event: {line[5:200]}")
-    raise ValueError("the stream ended without a done event")
+                raise BackendError(f"server error event: {line[5:200]}")
+    raise BackendError("the stream ended without a done event")
 
 
 class _LoadRun:
@@ -176,6 +129,7 @@ class _LoadRun:
         self.area = 0.0  # integral of the in-flight count over time, up to the end of the sending window
         self.last_change = 0.0
         self.sending = True
+        self.in_flight_at_close = 0
 
     def may_send(self) -> bool:
         return time.perf_counter() < self.stop_at and (self.spec.max_requests is None or self.sent < self.spec.max_requests)
@@ -226,30 +180,58 @@ class _LoadRun:
             await self.tracked(self.spec.api_keys[i % len(self.spec.api_keys)])
 
 
+async def _drive(load: _LoadRun) -> float:
+    """Send one load's requests until its window closes, then await them; returns the window in seconds."""
+    if load.spec.rate is not None:
+        tasks = await load.send_poisson()
+    else:
+        tasks = [asyncio.create_task(load.client_loop(i)) for i in range(int(load.spec.concurrency or 1))]
+        await asyncio.wait(tasks, timeout=max(load.stop_at - time.perf_counter(), 0.0))
+    window = load.end_sending()  # the last arrival (or the duration)
+    load.in_flight_at_close = load.in_flight
+    await asyncio.gather(*tasks)
+    return window
+
+
+def _tenant_spec(spec: LoadSpec, tenant: TenantLoad, i: int) -> LoadSpec:
+    return replace(spec, api_keys=(tenant.api_key,), rate=tenant.rate, concurrency=tenant.concurrency,
+                   questions=tenant.questions or spec.questions, seed=spec.seed + 1000 * (i + 1), tenants=())
+
+
 async def run_load(spec: LoadSpec, progress: Callable[[Outcome], None] | None = None) -> dict[str, Any]:
     import httpx
 
     spec.check()
-    rng = random.Random(spec.seed)
+    specs = [_tenant_spec(spec, t, i) for i, t in enumerate(spec.tenants)] or [spec]
     limits = httpx.Limits(max_connections=None, max_keepalive_connections=64)
     t0 = time.perf_counter()
     async with httpx.AsyncClient(base_url=spec.url.rstrip("/"), timeout=httpx.Timeout(spec.timeout_s), limits=limits) as client:
-        load = _LoadRun(spec, client, rng, t0, progress)
-        if spec.rate is not None:
-            tasks = await load.send_poisson()
-            send_window = load.end_sending()  # the last arrival (or the duration)
-        else:
-            tasks = [asyncio.create_task(load.client_loop(i)) for i in range(int(spec.concurrency or 1))]
-            await asyncio.wait(tasks, timeout=max(load.stop_at - time.perf_counter(), 0.0))
-            send_window = load.end_sending()
-        await asyncio.gather(*tasks)
+        loads = [_LoadRun(s, client, random.Random(s.seed), t0, progress) for s in specs]
+        windows = await asyncio.gather(*(_drive(load) for load in loads))
     elapsed = time.perf_counter() - t0
-    return summarize(spec, load.outcomes, load.sent, send_window, elapsed, load.area / send_window if send_window > 0 else 0.0)
+    parts = [summarize(s, load.outcomes, load.sent, w, elapsed, load.area / w if w > 0 else 0.0, load.in_flight_at_close)
+             for s, load, w in zip(specs, loads, windows)]
+    if not spec.tenants:
+        return parts[0]
+    window = max(windows)
+    report = summarize(spec, [o for load in loads for o in load.outcomes], sum(load.sent for load in loads), window, elapsed,
+                       sum(load.area for load in loads) / window if window > 0 else 0.0, sum(load.in_flight_at_close for load in loads))
+    report["tenants"] = {t.name: {k: v for k, v in part.items() if k != "requests"} | {"weight": t.weight}
+                         for t, part in zip(spec.tenants, parts)}
+    served = [(p["tokens_in_total"] + p["tokens_out_total"]) / t.weight for t, p in zip(spec.tenants, parts)]
+    report["jain_index"] = jain_index(served)
+    return report
+
+
+def jain_index(values: Sequence[float]) -> float | None:
+    """Jain's fairness index (sum x)^2 / (n sum x^2): 1 when all are equal, 1/n when one gets everything."""
+    squares = sum(v * v for v in values)
+    return sum(values) ** 2 / (len(values) * squares) if squares > 0 else None
 
 
 def summarize(spec: LoadSpec, outcomes: Sequence[Outcome], sent: int, send_window: float, elapsed: float,
-              measured_in_flight: float) -> dict[str, Any]:
-    counts = {s: sum(o.status == s for o in outcomes) for s in ("ok", "rate_limited", "timed_out", "error")}
+              measured_in_flight: float, in_flight_at_close: int = 0) -> dict[str, Any]:
+    counts = {s: sum(o.status == s for o in outcomes) for s in ("ok", "rate_limited", "refused", "timed_out", "error")}
     answered = [o for o in outcomes if o.status == "ok"]
     n = max(len(outcomes), 1)
     arrival_rate = sent / send_window if send_window > 0 else 0.0
@@ -268,7 +250,7 @@ def summarize(spec: LoadSpec, outcomes: Sequence[Outcome], sent: int, send_windo
     errors = [o.error for o in outcomes if o.status == "error" and o.error]
     return {
         "url": spec.url,
-        "mode": "poisson" if spec.rate is not None else "closed_loop",
+        "mode": "tenants" if spec.tenants else "poisson" if spec.rate is not None else "closed_loop",
         "rate": spec.rate,
         "concurrency": spec.concurrency,
         "duration_s": spec.duration_s,
@@ -276,6 +258,7 @@ def summarize(spec: LoadSpec, outcomes: Sequence[Outcome], sent: int, send_windo
         "sent": sent,
         "ok": counts["ok"],
         "rate_limited": counts["rate_limited"],
+        "refused": counts["refused"],
         "timed_out": counts["timed_out"],
         "errors": counts["error"],
         "lost": sent - len(outcomes),
@@ -284,6 +267,7 @@ def summarize(spec: LoadSpec, outcomes: Sequence[Outcome], sent: int, send_windo
         "error_rate": counts["error"] / n,
         "timeout_rate": counts["timed_out"] / n,
         "rate_limited_rate": counts["rate_limited"] / n,
+        "refused_rate": counts["refused"] / n,
         "latency_ms": percentiles(o.latency_ms for o in answered),
         "ttft_ms": percentiles(o.ttft_ms for o in answered if o.ttft_ms is not None),
         "server_ttft_ms": percentiles(o.server_ttft_ms for o in answered if o.server_ttft_ms is not None),
@@ -292,13 +276,17 @@ def summarize(spec: LoadSpec, outcomes: Sequence[Outcome], sent: int, send_windo
         "by_kind": {k: {"sent": sum(o.kind == k for o in outcomes),
                         "latency_ms": percentiles(o.latency_ms for o in answered if o.kind == k)} for k in ("short", "long")},
         "cache_hit_rate": sum(o.cache_hit for o in answered) / len(answered) if answered else 0.0,
+        "tokens_in_total": sum(o.tokens_in for o in answered),
+        "tokens_out_total": sum(o.tokens_out for o in answered),
+        "tokens_per_s": sum(o.tokens_in + o.tokens_out for o in answered) / elapsed if elapsed else 0.0,
+        "output_tokens_per_s": sum(o.tokens_out for o in answered) / elapsed if elapsed else 0.0,
         "tokens_per_request": {"in": sum(o.tokens_in for o in answered) / max(len(answered), 1),
                                "out": sum(o.tokens_out for o in answered) / max(len(answered), 1)},
         "cost_per_request": sum(o.cost for o in answered) / max(len(answered), 1),
         "cost_by_tenant": by_tenant,
         "littles_law": {"arrival_rate": arrival_rate, "mean_latency_s": mean_latency_s, "predicted_in_flight": predicted,
                         "measured_in_flight": measured, "ratio": measured / predicted if predicted else None,
-                        "window_s": send_window},
+                        "window_s": send_window, "in_flight_at_close": in_flight_at_close},
         "error_examples": sorted(set(errors))[:5],
         "requests": [asdict(o) | {"latency_ms": o.latency_ms} for o in outcomes],
     }

@@ -36,6 +36,10 @@ class ServeMetrics:
         self.in_flight = Gauge("ragopt_in_flight", "requests being served now", registry=r)
         self.breaker_state = Gauge("ragopt_breaker_state", "circuit breaker: 0 closed, 1 half-open, 2 open", ["breaker"], registry=r)
 
+    def watch_scheduler(self, scheduler: Any) -> None:
+        """Per tenant, read at scrape time: weighted service, running and waiting requests; refusals by reason."""
+        self.registry.register(_SchedulerCollector(scheduler))
+
     def watch_breaker(self, name: str, state: Callable[[], str]) -> None:
         codes = {"closed": 0, "half_open": 1, "open": 2}
         self.breaker_state.labels(breaker=name).set_function(lambda: codes.get(state(), -1))
@@ -68,3 +72,28 @@ class ServeMetrics:
         from prometheus_client import generate_latest
 
         return generate_latest(self.registry)
+
+
+class _SchedulerCollector:
+    def __init__(self, scheduler: Any):
+        self.scheduler = scheduler
+
+    def describe(self) -> list:
+        return []  # collected at scrape time only (tenants appear as they send)
+
+    def collect(self) -> Any:
+        from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+
+        snap = self.scheduler.snapshot()
+        service = CounterMetricFamily("ragopt_weighted_service", "model tokens served / tenant weight (the fair queue's counter)",
+                                      labels=["tenant"])
+        running = GaugeMetricFamily("ragopt_scheduler_running", "requests holding a generation slot", labels=["tenant"])
+        waiting = GaugeMetricFamily("ragopt_scheduler_waiting", "requests waiting for a generation slot", labels=["tenant"])
+        for tenant, row in snap.items():
+            service.add_metric([tenant], row["service"])
+            running.add_metric([tenant], row["running"])
+            waiting.add_metric([tenant], row["waiting"])
+        refused = CounterMetricFamily("ragopt_scheduler_refused", "requests refused before taking a slot, by reason", labels=["reason"])
+        for reason, n in sorted(self.scheduler.refused.items()):
+            refused.add_metric([reason], n)
+        yield from (service, running, waiting, refused)

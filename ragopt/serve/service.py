@@ -14,16 +14,18 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Literal, Sequence
 
 from pydantic import Field
 
 from ragopt.config import StrictModel
+from ragopt.errors import Refused, SlotRefused
 from ragopt.pipeline import REQUEST_INPUTS, Pipeline, RequestState, Step
 from ragopt.serve.caches import CacheScope, ServeCaches
-from ragopt.serve.guards import (Admission, CircuitBreaker, DailyQuota, FallbackChain, Guarded, PromptGate, RateLimiter, Router,
+from ragopt.serve.guards import (CircuitBreaker, DailyQuota, FallbackChain, Guarded, PromptGate, RateLimiter, Router,
                                  SkipWhenAnswered, StageDeadline)
 from ragopt.serve.metrics import ServeMetrics
+from ragopt.serve.scheduler import KeyPolicy, Scheduler, SharedService, TenantPolicy, Ticket, slot_limit
 from ragopt.types import Hit, Query
 
 
@@ -54,6 +56,8 @@ class ServeSettings(StrictModel):
     kv_budget_bytes: int | None = Field(None, gt=0)
     queue_timeout_s: float = Field(30.0, gt=0)
     max_queue: int = Field(64, ge=0)
+    aging_s: float = Field(10.0, gt=0, description="a waiting request rises one priority class per this many seconds")
+    schedule: Literal["fair", "fifo"] = Field("fair", description="fair: per-tenant weighted fair queues; fifo: arrival order")
     breaker_failures: int = Field(3, ge=1)
     breaker_reset_s: float = Field(5.0, gt=0)
     small_max_words: int = Field(0, ge=0, description="route questions this short to the small model (0: off)")
@@ -96,27 +100,20 @@ class Serial:
         return state
 
 
-class Refused(Exception):
-    """A request refused before any work: 429 (rate limit, quota, admission) with Retry-After."""
-
-    def __init__(self, reason: str, retry_after_s: float, status: int = 429):
-        super().__init__(reason)
-        self.reason = reason
-        self.retry_after_s = retry_after_s
-        self.status = status
-
-
 @dataclass
 class Principal:
     key_id: str  # a short hash of the API key, never the key itself
     tenant: str
     scopes: tuple[str, ...]
+    key: KeyPolicy = KeyPolicy()
+    tenant_policy: TenantPolicy = TenantPolicy()
 
 
 @dataclass
 class AskOptions:
     personal: bool = False
     realtime: bool = False
+    deadline_s: float | None = None  # the client's own, at most the service's
 
 
 @dataclass
@@ -126,11 +123,14 @@ class RequestHandle:
     arrival: float = field(default_factory=time.perf_counter)
     state: RequestState | None = None
     cancelled: bool = False
+    on_cancel: list[Callable[[], None]] = field(default_factory=list)  # e.g. leave the scheduler's queue
 
     def cancel(self) -> None:
         self.cancelled = True
         if self.state is not None:
             self.state.deadline = time.monotonic() - 1.0
+        for hook in self.on_cancel:
+            hook()
 
 
 class RagService:
@@ -160,8 +160,10 @@ class RagService:
         self.tenant_limiter = RateLimiter(s.tenant_rate_per_s, s.tenant_burst, redis_client, prefix="ragopt:bucket:tenant:")
         self.quota = DailyQuota(s.daily_tokens_per_tenant, redis_client) if s.daily_tokens_per_tenant else None
         self.router = Router(s.small_max_words if "small" in backends else 0)
-        self.admission = Admission(slots=s.slots, kv_budget_bytes=s.kv_budget_bytes, kv_bytes_per_sequence=kv_bytes_per_sequence,
-                                   queue_timeout_s=s.queue_timeout_s, max_queue=s.max_queue)
+        self.scheduler = Scheduler(slot_limit(s.slots, s.kv_budget_bytes, kv_bytes_per_sequence), queue_timeout_s=s.queue_timeout_s,
+                                   max_queue=s.max_queue, aging_s=s.aging_s, policy=s.schedule,
+                                   shared=SharedService(redis_client) if redis_client is not None else None)
+        self.metrics.watch_scheduler(self.scheduler)
         self.breakers: dict[str, CircuitBreaker] = {}
         self.retrieve = Pipeline([self._retrieval_step(s) for s in retrieval]) if retrieval else None
         self.before, self.after = list(before), list(after)
@@ -176,10 +178,10 @@ class RagService:
         return self.breakers.setdefault(name, CircuitBreaker(name, self.settings.breaker_failures, self.settings.breaker_reset_s))
 
     def _retrieval_step(self, stage: Any) -> Any:
-        """A reranker runs behind its own breaker and is skipped, visibly, when it fails: the first-stage
-        ranking still answers."""
-        if not isinstance(stage, Step) and stage.name.startswith("rerank"):
-            return Step(Guarded(stage, self._breaker(stage.name)), required=False)
+        """A stage the request survives (a reranker: the first-stage ranking still answers) runs behind its own
+        breaker and is skipped, visibly, when it fails."""
+        if isinstance(stage, Step) and not stage.required:  # its spec says a request survives its failure
+            return Step(Guarded(stage.stage, self._breaker(stage.stage.name)), required=False)
         return stage
 
     def _guarded(self, stage: Any, backend: str) -> Guarded:
@@ -219,14 +221,14 @@ class RagService:
         ok, wait = self.key_limiter.take(principal.key_id)
         if not ok:
             self.metrics.rate_limited.labels(reason="key").inc()
-            raise Refused("rate limit of this API key", wait)
+            raise Refused("rate limit of this API key", wait, reason="key")
         ok, wait = self.tenant_limiter.take(principal.tenant)
         if not ok:
             self.metrics.rate_limited.labels(reason="tenant").inc()
-            raise Refused("rate limit of this tenant", wait)
+            raise Refused("rate limit of this tenant", wait, reason="tenant")
         if self.quota is not None and self.quota.exceeded(principal.tenant):
             self.metrics.rate_limited.labels(reason="quota").inc()
-            raise Refused("daily token quota of this tenant is spent", self.quota.seconds_to_midnight())
+            raise Refused("daily token quota of this tenant is spent", self.quota.seconds_to_midnight(), reason="quota")
 
     def answer(self, question: str, principal: Principal, options: AskOptions, handle: RequestHandle,
                on_token: Callable[[str], None] | None = None) -> dict[str, Any]:
@@ -249,9 +251,11 @@ class RagService:
         cacheable = self.caches.enabled and self.caches.cacheable(options.personal, options.realtime)
         scope = CacheScope(principal.tenant, principal.scopes, backend.model_id, backend.prompt_version, self.kb_version)
         emitted: list[float] = []
+        ticket = Ticket(principal.tenant, principal.key_id, principal.key, principal.tenant_policy, deadline=None)
 
         def emit(piece: str) -> None:
             emitted.append(time.perf_counter())
+            self.scheduler.charge(ticket, 1)  # the tenant's service grows as its answer streams
             if on_token is not None:
                 on_token(piece)
 
@@ -264,12 +268,13 @@ class RagService:
             self.metrics.observe(trace, [])
             return {"answer": cached["answer"], "citations": cached["citations"], "trace": trace}
         state = RequestState(query=Query(text=question, tenant=principal.tenant, scopes=principal.scopes),
-                             deadline=time.monotonic() + self.settings.deadline_s, on_token=emit, arrival=handle.arrival)
+                             deadline=time.monotonic() + min(self.settings.deadline_s, options.deadline_s or self.settings.deadline_s),
+                             on_token=emit, arrival=handle.arrival)
         handle.state = state
         if handle.cancelled:
             handle.cancel()
         spans, degraded, retrieval_hit = self._retrieve(state, principal, question, cacheable)
-        result, waited = self._generate(state, route)
+        result, waited = self._generate(state, route, ticket, handle)
         spans += result.trace.spans
         degraded += result.trace.degraded
         trace = self._answer_trace(base, handle, emitted, result, waited, spans, degraded,
@@ -300,19 +305,25 @@ class RagService:
             self.caches.retrieval.set(retrieval_scope, question, [h.model_dump(mode="json") for h in state.hits])
         return list(result.trace.spans), list(result.trace.degraded), False if cacheable else None
 
-    def _generate(self, state: RequestState, route: str) -> tuple[Any, float]:
-        """The answer pipeline of `route` once admitted: (result, seconds waited for a slot)."""
-        from ragopt.serve.guards import AdmissionRefused
-
+    def _generate(self, state: RequestState, route: str, ticket: Ticket, handle: RequestHandle) -> tuple[Any, float]:
+        """The answer pipeline of `route` once the scheduler gives it a slot: (result, seconds waited for it)."""
+        ticket.deadline = state.deadline
+        handle.on_cancel.append(lambda: self.scheduler.cancel(ticket))
+        if handle.cancelled:
+            self.scheduler.cancel(ticket)
         try:
-            waited = self.admission.enter(timeout_s=state.remaining_s())
-        except AdmissionRefused as exc:
-            self.metrics.rate_limited.labels(reason="admission").inc()
-            raise Refused(str(exc), exc.retry_after_s) from None
+            waited = self.scheduler.acquire(ticket)
+        except SlotRefused as exc:
+            self.metrics.rate_limited.labels(reason=exc.reason).inc()
+            raise
+        tokens = (0, 0)
         try:
-            return self.pipelines[route].run_state(state), waited
+            result = self.pipelines[route].run_state(state)
+            spans = result.trace.spans
+            tokens = (sum(s.usage.tokens_in for s in spans), sum(s.usage.tokens_out for s in spans))
+            return result, waited
         finally:
-            self.admission.leave()
+            self.scheduler.release(ticket, *tokens)
 
     def _answer_trace(self, base: dict[str, Any], handle: RequestHandle, emitted: list[float], result: Any, waited: float,
                       spans: list[Any], degraded: list[str], cache: dict[str, Any]) -> dict[str, Any]:

@@ -35,6 +35,7 @@ from ragopt.config import StrictModel, knob
 from ragopt.pipeline import RequestState
 from ragopt.stages.citations import marker_spans, parse_citations, strip_markers
 from ragopt.stages.prompt import FittedPrompt, Passage, PromptConfig, number_passages
+from ragopt.stages.spec import BuildContext, StageSpec
 from ragopt.text import Analyzer, analyzer_for, sentence_spans
 from ragopt.types import Chunk
 
@@ -173,3 +174,18 @@ def word_support(sentences: Sequence[str], passages: Mapping[int, str], terms: A
             {n: sum(weight[t] for t in sorted(words & ts)) / total for n, ts in passage_terms.items()} if total else {}
         )
     return out
+
+
+class CiteConfig(AttributeConfig):
+    """Post-hoc attribution after generation: on or off (a sweep dimension), then how."""
+
+    enabled: bool = knob(True, sweep=[False, True], description="attribute each answer sentence to its best passage")
+
+
+def _build(config: CiteConfig, ctx: BuildContext) -> AttributeCitations | None:
+    if not config.enabled or not ctx.plan.generates():
+        return None
+    return AttributeCitations(config, analyzer=ctx.analyzer())
+
+
+SPEC = StageSpec("cite", CiteConfig, _build, slot="cite")

@@ -46,6 +46,7 @@ from ragopt.pipeline import RequestState
 from ragopt.backends.embeddings import Embedder
 from ragopt.backends.bm25 import BM25Index
 from ragopt.stages.prompt import PromptConfig, number_passages
+from ragopt.stages.spec import BuildContext, Plan, StageSpec
 from ragopt.text import Analyzer, analyzer_for, sentence_spans, word_spans, word_units
 from ragopt.types import Hit
 
@@ -283,3 +284,14 @@ class CompressPassages:
         kept_spans = [[base + spans[i][0], base + spans[i][1]] for i in sorted(keep)]
         chunk = hit.chunk.model_copy(update={"text": "".join(pieces), "metadata": {**hit.chunk.metadata, "kept_spans": kept_spans}})
         return hit.model_copy(update={"chunk": chunk})
+
+
+def _build(config: CompressConfig, ctx: BuildContext) -> CompressPassages:
+    return CompressPassages(config, embedder=ctx.embedder, analyzer=ctx.analyzer())
+
+
+def _check(config: CompressConfig, plan: Plan) -> None:
+    CompressPassages(config)  # a token budget below the instructions' size is refused here
+
+
+SPEC = StageSpec("compress", CompressConfig, _build, slot="compress", check=_check)

@@ -31,7 +31,7 @@ class Fuse:
         chunks = {h.chunk.id: h.chunk for hits in lists for h in hits}
         rankings = [[(h.chunk.id, h.score) for h in hits] for hits in lists]
         if self.config.method == "rrf":
-            fused = rrf(rankings, k=self.config.k)
+            fused = rrf(rankings, rrf_k=self.config.rrf_k)
         else:
             dense, keyword = rankings
             fused = convex(dense, keyword, alpha=self.config.alpha, norm=self.config.norm)  # alpha weighs dense

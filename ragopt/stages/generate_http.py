@@ -31,7 +31,7 @@ from typing import Any, Iterator
 from pydantic import Field
 
 from ragopt.config import StrictModel
-from ragopt.errors import InputError
+from ragopt.errors import BackendError, InputError
 from ragopt.pipeline import RequestState
 from ragopt.resources import Resources
 from ragopt.stages.citations import invalid_markers, parse_citations
@@ -52,10 +52,6 @@ class HttpGeneratorConfig(StrictModel):
     connect_timeout_s: float = Field(5.0, gt=0)
     read_timeout_s: float = Field(120.0, gt=0, description="longest silence between streamed pieces")
     prompt: PromptConfig = PromptConfig()
-
-
-class BackendError(RuntimeError):
-    """The server failed: refused the connection, answered an error, or broke the stream mid-answer."""
 
 
 class ServerRenderer:

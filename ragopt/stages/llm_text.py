@@ -16,7 +16,8 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 from ragopt.backends.llama_decode import Decoder
-from ragopt.stages.generate_llama import Engine, QueueTimeout
+from ragopt.errors import ContextOverflow, QueueTimeout
+from ragopt.stages.generate_llama import Engine
 from ragopt.stages.prompt_search import prefix_tokens
 
 Owner = tuple[str | None, tuple[str, ...]]
@@ -57,13 +58,13 @@ def complete(
     """Greedy completion of a two-message chat (public `system`, private `user`) of at most `max_tokens`.
 
     `choices` constrains the output to exactly one of the given strings (a llama.cpp GBNF grammar), which turns
-    the model into a classifier; `grammar` (GBNF text) forces any other structure, such as a JSON object. Raises ValueError when the prompt and `max_tokens` do not fit the context,
+    the model into a classifier; `grammar` (GBNF text) forces any other structure, such as a JSON object. Raises ContextOverflow when the prompt and `max_tokens` do not fit the context,
     QueueTimeout when the lock is not granted within `timeout_s`."""
     if max_tokens <= 0:
         raise ValueError(f"max_tokens must be positive, got {max_tokens}")
     text, tokens = _render(engine, system, user)
     if len(tokens) + max_tokens > engine.n_ctx:
-        raise ValueError(f"prompt of {len(tokens)} tokens + {max_tokens} to generate exceed the context ({engine.n_ctx})")
+        raise ContextOverflow(f"prompt of {len(tokens)} tokens + {max_tokens} to generate exceed the context ({engine.n_ctx})")
     at = text.find(system)
     public = prefix_tokens(text, tokens, at + len(system), engine.renderer.tokenize) if at >= 0 else 0
 

@@ -8,23 +8,33 @@ order never depends on which variant came first.
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Any, Protocol, Sequence
 
 from ragopt.fusion import rrf
 from ragopt.pipeline import Pipeline, RequestState, Stage
-from ragopt.stages.rewrite import QueryRewrite
-from ragopt.types import Hit
+from ragopt.trace import Usage
+from ragopt.types import Hit, Query
+
+
+class Rewriter(Protocol):
+    """What multi-query retrieval asks of a rewriter (ragopt.stages.rewrite.QueryRewrite in mode "multi")."""
+
+    config: Any
+
+    def rewrite(self, query: Query, timeout_s: float | None = None) -> Any: ...
+
+    def report(self, usage: Usage, original: str, result: Any) -> None: ...
 
 
 class MultiQueryRetrieve:
-    """Rewrites the query (`QueryRewrite` in mode "multi"), retrieves for each variant, fuses the hit lists.
+    """Rewrites the query (a `Rewriter`), retrieves for each variant, fuses the hit lists.
 
     Writes the rewritten query (the first variant), the fused `hits` (as many as the longest list, or `k`),
     and the first variant's query vector when the retrieval computes one."""
 
     reads = ("query",)
 
-    def __init__(self, rewriter: QueryRewrite, retrieval: Sequence[Stage], *, rrf_k: int = 60, k: int | None = None,
+    def __init__(self, rewriter: Rewriter, retrieval: Sequence[Stage], *, rrf_k: int = 60, k: int | None = None,
                  name: str = "multi_retrieve"):
         self.rewriter = rewriter
         self.config = rewriter.config
@@ -71,17 +81,7 @@ def fuse(lists: Sequence[Sequence[Hit]], rrf_k: int = 60, k: int | None = None) 
     if len(lists) == 1:
         return list(lists[0])[:k] if k is not None else list(lists[0])
     chunks = {h.chunk.id: h.chunk for hits in lists for h in hits}
-    fused = sorted(rrf([[(h.chunk.id, h.score) for h in hits] for hits in lists], k=rrf_k), key=lambda kv: (-kv[1], kv[0]))
+    fused = sorted(rrf([[(h.chunk.id, h.score) for h in hits] for hits in lists], rrf_k=rrf_k), key=lambda kv: (-kv[1], kv[0]))
     k = max((len(hits) for hits in lists), default=0) if k is None else k
     return [Hit(chunk=chunks[cid], score=score, rank=r, retriever="multi-rrf") for r, (cid, score) in enumerate(fused[:k], start=1)]
 
-
-def with_rewrite(rewriter: QueryRewrite, retrieval: Sequence[Stage]) -> list[Stage]:
-    """The stages for a rewrite mode: the retrieval alone ("off"), the rewrite then the retrieval ("rules",
-    "llm"), or one `MultiQueryRetrieve` around the retrieval ("multi")."""
-    mode = rewriter.config.mode
-    if mode == "off":
-        return list(retrieval)
-    if mode == "multi":
-        return [MultiQueryRetrieve(rewriter, retrieval)]
-    return [rewriter, *retrieval]

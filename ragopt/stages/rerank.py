@@ -16,11 +16,12 @@ from typing import Literal, Sequence
 
 from pydantic import model_validator
 
-from ragopt.config import DEFAULT_EMBEDDER, StrictModel, knob
+from ragopt.config import DEFAULT_EMBEDDER, StrictModel, knob, trained_split
 from ragopt.errors import InputError
 from ragopt.fusion import convex, rrf
 from ragopt.pipeline import RequestState
 from ragopt.resources import Resources
+from ragopt.stages.spec import BuildContext, ModelFile, Plan, StageSpec
 from ragopt.types import Hit
 
 MAX_DEPTH = 200  # a hard cap: a cross-encoder costs a forward pass per candidate
@@ -76,7 +77,7 @@ def reorder(hits: list[Hit], scores: Sequence[float], fusion: Fusion, weight: fl
     reranked = sorted(((h.chunk.id, float(s)) for h, s in zip(scored, scores)), key=lambda kv: -kv[1])
     before = [(h.chunk.id, h.score) for h in scored]
     if fusion == "rrf":
-        ranked = rrf([reranked, before], k=rrf_k)
+        ranked = rrf([reranked, before], rrf_k=rrf_k)
     elif fusion == "convex":
         ranked = convex(reranked, before, alpha=weight)
     else:
@@ -148,3 +149,28 @@ class CrossEncoderRerank:
         state.hits = reorder(state.hits, scores, c.fusion, c.weight, c.rrf_k, self.name)
         record(state, candidates, len(scores), exhausted)
         return state
+
+
+def _build(config: RerankConfig, ctx: BuildContext) -> CrossEncoderRerank | None:
+    return CrossEncoderRerank(config, ctx.resources) if config.depth else None
+
+
+def _check(config: RerankConfig, plan: Plan) -> None:
+    if config.model is not None and trained_split(config.model) is None:  # "trained:SPLIT": trained by the sweep
+        check_model_reference(config.model, "model")
+
+
+def _models(config: RerankConfig) -> dict[str, ModelFile]:
+    """The cross-encoder's folder by its files' fingerprint; a hub name, whose files are not here, by name."""
+    if config.model is None or not config.depth:
+        return {}
+    from ragopt.backends.embeddings import model_fingerprint
+
+    try:
+        return {"rerank": ModelFile(config.model, model_fingerprint(config.model))}
+    except ValueError:
+        return {"rerank": ModelFile(config.model, "hub:" + config.model)}
+
+
+SPEC = StageSpec("rerank", RerankConfig, _build, slot="rerank", check=_check, wants=lambda config: config.depth,
+                 models=_models, skippable=True, trained_reranker="model")

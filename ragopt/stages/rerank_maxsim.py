@@ -15,6 +15,7 @@ from ragopt.config import StrictModel, knob
 from ragopt.pipeline import RequestState
 from ragopt.backends.embeddings import Embedder
 from ragopt.stages.rerank import MAX_DEPTH, Fusion, record, reorder
+from ragopt.stages.spec import BuildContext, StageSpec
 from ragopt.text import sentences
 from ragopt.types import Chunk
 
@@ -64,9 +65,16 @@ class MaxSimRerank:
         if not candidates:
             record(state, [], 0, False)
             return state
-        scores, hits, misses = self.scores(state, [h.chunk for h in candidates])
-        state.usage.cache_hits += hits
-        state.usage.cache_misses += misses
+        scores, cache_hits, cache_misses = self.scores(state, [h.chunk for h in candidates])
+        state.usage.cache_hits += cache_hits
+        state.usage.cache_misses += cache_misses
         state.hits = reorder(state.hits, scores, c.fusion, c.weight, c.rrf_k, self.name)
         record(state, candidates, len(scores), False)
         return state
+
+
+def _build(config: MaxSimConfig, ctx: BuildContext) -> MaxSimRerank | None:
+    return MaxSimRerank(ctx.embedder, config) if config.depth else None
+
+
+SPEC = StageSpec("rerank_maxsim", MaxSimConfig, _build, slot="rerank", wants=lambda config: config.depth, skippable=True)

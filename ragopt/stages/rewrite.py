@@ -32,16 +32,18 @@ import unicodedata
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
-from typing import Literal, Mapping
+from typing import Iterator, Literal, Mapping, Sequence
 
 from pydantic import Field
 
 from ragopt.cache import Cache, CacheKey
 from ragopt.config import StrictModel, fingerprint, knob
-from ragopt.errors import InputError
-from ragopt.pipeline import RequestState
+from ragopt.errors import ContextOverflow, InputError, QueueTimeout
+from ragopt.pipeline import RequestState, Stage
 from ragopt.resources import Resources
-from ragopt.stages.generate_llama import GeneratorConfig, QueueTimeout, get_engine
+from ragopt.stages.generate_llama import GeneratorConfig, get_engine
+from ragopt.stages.multi_query import MultiQueryRetrieve
+from ragopt.stages.spec import BuildContext, ModelFile, Plan, StageSpec
 from ragopt.text import Analyzer, analyzer_for
 from ragopt.trace import Usage
 from ragopt.types import Query, Turn
@@ -325,7 +327,7 @@ class QueryRewrite:
 
     def _llm_referent(self, text: str, query: Query, timeout_s: float | None) -> Rewrite | None:
         """The LLM's choice among the names in the recent conversation (None when there is no choice to make)."""
-        from ragopt.stages.llm_text import complete
+        from ragopt.stages.llm_text import Completion, complete
 
         cfg = self.config
         turns = [t for t in query.history if t.role in ("user", "assistant")][-cfg.llm_history_turns :]
@@ -342,19 +344,46 @@ class QueryRewrite:
             prompt_version=f"{cfg.prompt_version}-{fingerprint([LLM_SYSTEM, LLM_QUESTION, cfg.llm.max_tokens])}",
             payload={"text": text, "history": [t.model_dump() for t in turns]},
         )
-        cached = self.cache.get(key)
-        if cached is not None:
-            out, tokens_in, tokens_out, hit = cached, 0, 0, True
-        else:
-            try:
-                done = complete(get_engine(cfg.llm, self.resources), LLM_SYSTEM, user, (query.tenant, tuple(query.scopes)),
-                                max_tokens=cfg.llm.max_tokens, timeout_s=timeout_s, choices=candidates)
-            except InputError:
-                raise
-            except (QueueTimeout, ValueError) as exc:  # busy model or an oversized prompt: the rules answer
-                return Rewrite(text=text, rule="llm", variants=(text,), cache_hit=False, llm_rejected=f"{type(exc).__name__}: {exc}")
-            out, tokens_in, tokens_out, hit = done.text, done.tokens_in, done.tokens_out, False
-            self.cache.set(key, out)
+        done: list[Completion] = []
+
+        def ask(_: list[int]) -> Iterator[tuple[int, str]]:
+            done.append(complete(get_engine(cfg.llm, self.resources), LLM_SYSTEM, user, (query.tenant, tuple(query.scopes)),
+                                 max_tokens=cfg.llm.max_tokens, timeout_s=timeout_s, choices=candidates))
+            yield 0, done[0].text
+
+        try:
+            found = self.cache.get_or_compute([key], ask)
+        except (QueueTimeout, ContextOverflow) as exc:  # busy model or an oversized prompt: the rules answer
+            return Rewrite(text=text, rule="llm", variants=(text,), cache_hit=False, llm_rejected=f"{type(exc).__name__}: {exc}")
+        out, hit = found.values[0], found.cache_hits == 1
+        tokens_in, tokens_out = (done[0].tokens_in, done[0].tokens_out) if done else (0, 0)
         rejected = None if out in candidates else f"not a name from the conversation: {out[:80]!r}"
         return Rewrite(text=text, rule="llm", variants=(text,), tokens_in=tokens_in, tokens_out=tokens_out,
                        cache_hit=hit, llm_referent=out, llm_rejected=rejected)
+
+
+def with_rewrite(rewriter: QueryRewrite, retrieval: Sequence[Stage]) -> list[Stage]:
+    """The stages for a rewrite mode: the retrieval alone ("off"), the rewrite then the retrieval ("rules",
+    "llm"), or one `MultiQueryRetrieve` around the retrieval ("multi")."""
+    mode = rewriter.config.mode
+    if mode == "off":
+        return list(retrieval)
+    if mode == "multi":
+        return [MultiQueryRetrieve(rewriter, retrieval)]
+    return [rewriter, *retrieval]
+
+
+def _build(config: RewriteConfig, ctx: BuildContext) -> list[Stage]:
+    """The rewrite stage before retrieval, or (mode "multi") one stage retrieving for every variant."""
+    from ragopt.cache import workspace_cache
+
+    cache = ctx.resources.get(("cache", str(ctx.workspace)), lambda: workspace_cache(ctx.workspace))
+    return with_rewrite(QueryRewrite(config, cache=cache, resources=ctx.resources, analyzer=ctx.analyzer()), ctx.retrieval)
+
+
+def _check(config: RewriteConfig, plan: Plan) -> None:
+    QueryRewrite(config)  # reads the glossary, finds the model in llm mode
+
+
+SPEC = StageSpec("rewrite", RewriteConfig, _build, slot="rewrite", replaces_retrieval=True, check=_check,
+                 models=lambda config: {"rewrite": config.llm.model_file()} if config.mode == "llm" else {})

@@ -12,6 +12,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Sequence
 
+from ragopt.errors import InputError
+
 METRIC = "ndcg@10"
 TOP_K = 10
 
@@ -46,7 +48,7 @@ def agreement(labelled: Any, generated: Any) -> dict[str, Any]:
     real = {t.id: t.metrics[METRIC] for t in labelled.trials}
     gen = {t.id: t.metrics[METRIC] for t in generated.trials}
     if set(real) != set(gen):
-        raise ValueError(f"the two sweeps ran different grids: {sorted(set(real) ^ set(gen))}")
+        raise InputError(f"the two sweeps ran different grids: {sorted(set(real) ^ set(gen))}", field="--check-against")
     chosen, top = best(gen), best(real)
     per_query = {t.id: t.per_query[METRIC] for t in labelled.trials}
     ci = paired_bootstrap_ci(per_query[top], per_query[chosen])
@@ -60,7 +62,8 @@ def check_against(labelled: Any, generated: Any, workspace: Path, chunk_sizes: S
     from ragopt.eval.sweep import run_sweep
 
     if {d.id for d in labelled.documents} != {d.id for d in generated.documents}:
-        raise ValueError("the labelled and generated sets must share one corpus (the same document ids)")
+        raise InputError("the labelled and generated sets must share one corpus (the same document ids)",
+                         field="--check-against")
     config = grid(chunk_sizes)
     real = run_sweep(labelled, config, workspace, progress=progress).results
     gen = run_sweep(generated, config, workspace, progress=progress).results

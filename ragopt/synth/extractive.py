@@ -43,7 +43,7 @@ class Candidate:
     answer: str
 
 
-class ExtractiveGenerator:
+class ExtractiveQuestionGenerator:
     name = "extractive"
     prompt_version = GENERATOR_VERSION
 

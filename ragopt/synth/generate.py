@@ -22,12 +22,12 @@ ROUND_TRIP_CHUNKER = ChunkerConfig(mode="whole")
 
 def _generator(documents: Sequence[Document], embedder: Any, config: SynthConfig, workspace: Path) -> Any:
     if config.generator == "llm":
-        from ragopt.synth.llm import LlmGenerator
+        from ragopt.synth.llm import LlmQuestionGenerator
 
-        return LlmGenerator(documents, config, workspace, embedder.resources)
-    from ragopt.synth.extractive import ExtractiveGenerator
+        return LlmQuestionGenerator(documents, config, workspace, embedder.resources)
+    from ragopt.synth.extractive import ExtractiveQuestionGenerator
 
-    return ExtractiveGenerator(documents, embedder, config, workspace)
+    return ExtractiveQuestionGenerator(documents, embedder, config, workspace)
 
 
 def candidates(documents: Sequence[Document], generator: Any, config: SynthConfig) -> Iterator[Candidate]:

@@ -17,7 +17,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any, Sequence
 
-from ragopt.cache import Cache, CacheKey
+from ragopt.cache import CacheKey, workspace_cache
 from ragopt.synth import SynthConfig
 from ragopt.synth.extractive import MAX_SENTENCE_WORDS, MIN_SENTENCE_WORDS, Candidate
 from ragopt.text import sentence_spans, words
@@ -36,13 +36,13 @@ PASSAGE_CHARS = 1200  # the window of text around a sentence that the model sees
 MAX_TOKENS = 480  # 400 characters of strings even at one character a token, plus the keys
 
 
-class LlmGenerator:
+class LlmQuestionGenerator:
     name = "llm"
     prompt_version = PROMPT_VERSION
 
     def __init__(self, documents: Sequence[Document], config: SynthConfig, workspace: Path, resources: Any):
         self.config, self.resources = config, resources
-        self.cache = Cache(Path(workspace) / "cache")
+        self.cache = workspace_cache(workspace)
 
     @cached_property
     def _backend(self) -> Any:
@@ -61,11 +61,8 @@ class LlmGenerator:
         window = doc.text[lo: lo + PASSAGE_CHARS]
         key = CacheKey(namespace="synth-llm", model=self.model_fingerprint, prompt_version=PROMPT_VERSION,
                        tenant=doc.tenant, scopes=doc.scopes, payload={"passage": window, "title": doc.title})
-        raw = self.cache.get(key)
-        if raw is None:
-            raw = self._backend.generate(f"Title: {doc.title}\nPassage: {window}" if doc.title else f"Passage: {window}",
-                                         (doc.tenant, doc.scopes))
-            self.cache.set(key, raw)
+        prompt = f"Title: {doc.title}\nPassage: {window}" if doc.title else f"Passage: {window}"
+        raw = self.cache.get_or_compute([key], lambda _: [(0, self._backend.generate(prompt, (doc.tenant, doc.scopes)))]).values[0]
         try:
             out = json.loads(raw)
             question, answer, evidence = (str(out[k]).strip() for k in ("question", "answer", "evidence"))

@@ -15,11 +15,12 @@ words outside Han runs; with the chinese analyzer, stopwords "none" keeps Chines
 
 from __future__ import annotations
 
+import re
 from functools import cache, cached_property
 from typing import Iterable, Literal, Protocol
 
 from ragopt.text import chinese
-from ragopt.text.script import HAN_RUN, ScriptShare
+from ragopt.text.script import HAN_CLASS, HAN_RUN, ScriptShare
 from ragopt.text.words import word_matches, words
 
 AnalyzerName = Literal["english", "chinese", "whitespace"]
@@ -28,6 +29,7 @@ ANALYZERS: tuple[str, ...] = ("english", "chinese", "whitespace")
 # English ones still needs them segmented, and the chinese analyzer treats the English words exactly as
 # "english" does, so a low share is enough.
 HAN_SHARE_FOR_CHINESE = 0.02
+_RUNS = re.compile(f"[{HAN_CLASS}]+|[^{HAN_CLASS}]+")
 
 
 class Analyzer(Protocol):
@@ -148,3 +150,13 @@ def detect_analyzer(corpus: Iterable[str] | ScriptShare) -> AnalyzerName:
 def analyzer_for(texts: Iterable[str]) -> Analyzer:
     """The default analyzer for these texts (a stage given no analyzer: the passages of one request)."""
     return make_analyzer(detect_analyzer(texts))
+
+
+def count_words(text: str) -> int:
+    """How many words a reader would count: Han runs cut into words (accurate mode, not one word per run nor
+    one per character), other runs by Unicode word matches; punctuation is no word."""
+    n = 0
+    for m in _RUNS.finditer(text):
+        run = m.group()
+        n += sum(1 for w in chinese.cut(run) if words(w)) if HAN_RUN.match(run) else len(word_matches(run))
+    return n

@@ -26,3 +26,10 @@ def segment(text: str) -> list[tuple[str, int, int]]:
     import rjieba  # its dictionary loads here, once per process
 
     return rjieba.tokenize(text, mode="search")
+
+
+def cut(text: str) -> list[str]:
+    """The words of a run of Han characters as a reader counts them: jieba's accurate mode, no overlaps."""
+    import rjieba
+
+    return rjieba.cut(text)

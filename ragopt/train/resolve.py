@@ -5,6 +5,8 @@ folder they load from. Every split is checked before the first model trains.
     embedders = ["sentence-transformers/all-MiniLM-L6-v2", "trained:train"]   # base vs tuned
     [stages.rerank]
     model = "trained:train"
+
+A stage kind's spec names the field that may hold a trained reranker (`StageSpec.trained_reranker`).
 """
 
 from __future__ import annotations
@@ -27,21 +29,19 @@ def resolve_trained_models(config: Any, workspace: Path, *, progress: bool = Tru
     trainers: dict[str, Callable[[str], Path]] = {
         "embedders": lambda split: train_embedder(config.dataset, split, workspace, EmbedderTrainingConfig(
             base=embedder_base, seed=config.seed), progress=progress).path,
-        "rerank": lambda split: train_reranker(config.dataset, split, workspace, RerankerTrainingConfig(
+        "reranker": lambda split: train_reranker(config.dataset, split, workspace, RerankerTrainingConfig(
             seed=config.seed), progress=progress).path,
     }
-    rerank_models = config.stages.get("rerank", {}).get("model")
-    wanted = {
-        "embedders": [config.embedder.model, *config.embedders],
-        "rerank": rerank_models if isinstance(rerank_models, list) else [rerank_models],
-    }
+    reranker_fields = _reranker_fields(config.stages)
+    wanted = {"embedders": [config.embedder.model, *config.embedders],
+              "reranker": [m for kind, name in reranker_fields for m in _as_list(config.stages[kind][name])]}
     splits = {(kind, s) for kind, models in wanted.items() for s in map(trained_split, models) if s is not None}
     if not splits:
         return config
     for kind, split in sorted(splits):  # every split checked before the first model trains
         if not split:
             raise InputError('"trained:" names no split; write e.g. "trained:train"',
-                             field="embedders" if kind == "embedders" else "stages.rerank.model")
+                             field="embedders" if kind == "embedders" else f"stages.{reranker_fields[0][0]}.{reranker_fields[0][1]}")
         try:
             load_split(config.dataset, split)
         except InputError as exc:
@@ -57,12 +57,26 @@ def resolve_trained_models(config: Any, workspace: Path, *, progress: bool = Tru
         "embedder": config.embedder.model_copy(update={"model": resolved("embedders", config.embedder.model)}),
         "embedders": [resolved("embedders", m) for m in config.embedders],
     }
-    if rerank_models is not None:
+    if reranker_fields:
         stages = {kind: dict(values) for kind, values in config.stages.items()}
-        stages["rerank"]["model"] = ([resolved("rerank", m) for m in rerank_models] if isinstance(rerank_models, list)
-                                     else resolved("rerank", rerank_models))
+        for kind, name in reranker_fields:
+            models = stages[kind][name]
+            stages[kind][name] = ([resolved("reranker", m) for m in models] if isinstance(models, list)
+                                  else resolved("reranker", models))
         update["stages"] = stages
     return config.model_copy(update=update)
+
+
+def _reranker_fields(stages: dict[str, dict[str, Any]]) -> list[tuple[str, str]]:
+    """(kind, field) of every configured stage whose spec lets that field name a trained reranker."""
+    from ragopt.plan import spec_for
+
+    fields = [(kind, spec_for(kind).trained_reranker) for kind in sorted(stages)]
+    return [(kind, name) for kind, name in fields if name is not None and stages[kind].get(name) is not None]
+
+
+def _as_list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else [value]
 
 
 def trained_label(model: str) -> str | None:

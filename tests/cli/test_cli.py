@@ -261,10 +261,10 @@ def test_a_missing_llama_model_in_a_sweep_config_is_one_line_before_any_work(tmp
     dataset, ws = write_beir(tmp_path / "tiny"), tmp_path / "ws"
     config = tmp_path / "sweep.toml"
     config.write_text('retrievers = ["bm25"]\n[stages.generate]\ngenerator = ["llama"]\n'
-                      'llama = { model = "/nonexistent/model.gguf" }\n', encoding="utf-8")
+                      'model = "/nonexistent/model.gguf"\n', encoding="utf-8")
     done = ragopt("sweep", "--dataset", str(dataset), "--config", str(config), "--out", str(tmp_path / "out"), workspace=ws)
     line = one_line_error(done, "sweep")
-    assert "[stages.generate.llama.model]" in line and "/nonexistent/model.gguf" in line, line
+    assert "[stages.generate.model]" in line and "/nonexistent/model.gguf" in line, line
     assert not (tmp_path / "out").exists() and not any(ws.rglob("*"))  # no index built before the refusal
 
 
@@ -288,18 +288,20 @@ GENERATE_BAD_SETTINGS = {  # every generation setting added for speculative deco
     "serve --repeat-stop": (["serve", "--api-keys", "{keys}", "--repeat-stop", "-1"], "[--repeat-stop]"),
     "sweep knob speculative": (["sweep", "--set", "generate.speculative=off,sideways"], "sideways"),
     "sweep knob draft_tokens": (["sweep", "--set", "generate.draft_tokens=0"], "greater than or equal to 1"),
-    "llama.repeat_stop": (["sweep", "--config", "{config}"], "repeat_stop must be 0"),
-    "llama.repeat_stop_ngram": (["sweep", "--config", "{config}"], "repeat_stop_ngram"),
-    "llama.n_batch under draft_tokens": (["sweep", "--config", "{config}"], "draft_tokens (3) must be smaller than n_batch (3)"),
-    "llama.flash_attn": (["sweep", "--config", "{config}"], "flash_attn"),
-    "llama.speculative inside llama": (["sweep", "--config", "{config}"], "set as stages.generate.speculative"),
+    "generate.repeat_stop": (["sweep", "--config", "{config}"], "repeat_stop must be 0"),
+    "generate.repeat_stop_ngram": (["sweep", "--config", "{config}"], "repeat_stop_ngram"),
+    "generate.n_batch under draft_tokens": (["sweep", "--config", "{config}"], "draft_tokens (3) must be smaller than n_batch (3)"),
+    "generate.flash_attn": (["sweep", "--config", "{config}"], "flash_attn"),
+    "the old llama table": (["sweep", "--config", "{config}"], "generate has no setting 'llama'"),
+    "serve --engine http without a URL": (["serve", "--api-keys", "{keys}", "--engine", "http"], "[--backend-url]"),
+    "ask --extractive with a saved plan": (["ask", "--plan", "{plan}", "--extractive", "why?"], "[--extractive]"),
 }
-GENERATE_BAD_CONFIGS = {
-    "llama.repeat_stop": 'llama = { repeat_stop = 1 }',
-    "llama.repeat_stop_ngram": 'llama = { repeat_stop_ngram = 1 }',
-    "llama.n_batch under draft_tokens": 'speculative = "prompt_lookup"\nllama = { n_batch = 3 }',
-    "llama.flash_attn": 'llama = { flash_attn = "sometimes" }',
-    "llama.speculative inside llama": 'llama = { speculative = "prompt_lookup" }',
+GENERATE_BAD_CONFIGS = {  # the generator's settings are GeneratorConfig's, under [stages.generate] (declared once)
+    "generate.repeat_stop": 'repeat_stop = 1',
+    "generate.repeat_stop_ngram": 'repeat_stop_ngram = 1',
+    "generate.n_batch under draft_tokens": 'speculative = "prompt_lookup"\nn_batch = 3',
+    "generate.flash_attn": 'flash_attn = "sometimes"',
+    "the old llama table": 'llama = { speculative = "prompt_lookup" }',
 }
 
 
@@ -313,7 +315,8 @@ def test_a_bad_generation_setting_is_one_line_naming_it(case: str, tmp_path: Pat
                                          + GENERATE_BAD_CONFIGS.get(case, "") + "\n")
     if args[0] == "sweep":
         args = [*args, "--dataset", str(write_beir(tmp_path / "tiny")), "--out", str(tmp_path / "out")]
-    filled = [a.format(keys=tmp_path / "keys.json", config=tmp_path / "sweep.toml") for a in args]
+    (tmp_path / "plan.toml").write_text('[plan.stages.generate]\ngenerator = "extractive"\n')
+    filled = [a.format(keys=tmp_path / "keys.json", config=tmp_path / "sweep.toml", plan=tmp_path / "plan.toml") for a in args]
     code = main(["--workspace", str(tmp_path / "ws"), *filled])
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and len(err) == 1 and needle in err[0], err

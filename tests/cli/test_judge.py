@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from ragopt.serve.llama_server import LlamaServer, find_binary
+from ragopt.backends.llama_server import LlamaServer, find_binary
 
 ROWS = [
     {"id": "q1", "question": "Where is the Eiffel Tower?", "reference": "Paris",

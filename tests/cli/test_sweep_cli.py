@@ -1,26 +1,50 @@
-"""`ragopt sweep --dataset D` without --config takes the shipped config made for D (pipelines/cmrc-sweep.toml for
+"""`ragopt sweep --dataset D` without --config takes the shipped config made for D (cmrc-sweep.toml for
 CMRC 2018 dev), and only that one."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from ragopt.cli.sweep import SHIPPED_CONFIG, dataset_default_config
+from ragopt.shipped import default_config_for, shipped_config
 
-PIPELINES = SHIPPED_CONFIG.parent
-CHECKOUT = PIPELINES.parent
+CHECKOUT = Path(__file__).resolve().parents[2]
 
 
 def test_the_cmrc_config_is_the_default_for_its_dataset_and_names_what_the_issue_asks() -> None:
     from ragopt.config import load_toml
     from ragopt.eval.sweep import SweepConfig
 
-    found = dataset_default_config(CHECKOUT.parent / "shared" / "data" / "cmrc2018_dev")
-    assert found == PIPELINES / "cmrc-sweep.toml"
+    found = default_config_for(CHECKOUT.parent / "shared" / "data" / "cmrc2018_dev")
+    assert found == shipped_config("cmrc-sweep") and found is not None
     config = load_toml(found, SweepConfig)
     assert config.chunk_sizes == [64, 128, 256, "whole"] and config.answers == "extractive" and 5 in config.top_k
 
 
 def test_other_datasets_keep_the_built_in_defaults(tmp_path: Path) -> None:
-    assert dataset_default_config(CHECKOUT.parent / "shared" / "data" / "scifact") is None  # its config is not a default
-    assert dataset_default_config(tmp_path) is None
+    assert default_config_for(CHECKOUT.parent / "shared" / "data" / "scifact") is None  # its config is not a default
+    assert default_config_for(tmp_path) is None
+
+
+def test_the_default_follows_the_folder_name_wherever_the_data_lies(tmp_path: Path) -> None:
+    """An installed wheel's configs cannot point at the user's data: a folder named like the config's dataset is it."""
+    assert default_config_for(tmp_path / "elsewhere" / "cmrc2018_dev") == shipped_config("cmrc-sweep")
+
+
+def test_a_long_note_is_wrapped_to_the_terminal(capsys) -> None:  # type: ignore[no-untyped-def]
+    from ragopt.cli.sweep import _print_selection
+    from ragopt.eval.report_terminal import TABLE_WIDTH
+    from ragopt.eval.results import Costs, DatasetInfo, GateVerdict, SweepResults, Trial, TrialParams, Versions
+
+    message = ("recall@5 = 0.9010, needs >= 0.9, passes by 0.0010; within noise: the 95% interval [0.8700, 0.9300] "
+               "straddles 0.9")
+    verdict = GateVerdict(gate="recall@5>=0.9", metric="recall@5", op=">=", threshold=0.9, observed=0.901, passed=True,
+                          margin=0.001, message=message, within_noise=True)
+    trial = Trial(id="c64-o16_hybrid-rrf_k5", params=TrialParams(chunker="64/16", retriever="hybrid", top_k=5),
+                  metrics={"recall@5": 0.901}, costs=Costs(context_tokens=450.0))
+    results = SweepResults(dataset=DatasetInfo(name="t", path="t", fingerprint="f", n_documents=1, n_queries=1),
+                           versions=Versions(ragopt="0", python="3"), objective="o", trials=[trial], selected=trial.id,
+                           verdicts={trial.id: [verdict]})
+    assert _print_selection(results) == 0
+    out = capsys.readouterr().out
+    assert max(map(len, out.splitlines())) <= TABLE_WIDTH
+    assert " ".join(out.split()).endswith(f"note: gate recall@5>=0.9 passes only within noise: {message}")

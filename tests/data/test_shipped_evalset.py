@@ -11,18 +11,19 @@ import pytest
 
 from ragopt.data import EvalSet
 from ragopt.data.jsonl import load_ragopt_jsonl
+from ragopt.shipped import shipped_dataset
 from ragopt.types import visible_to
 
-EVALSETS = Path(__file__).resolve().parents[2] / "evalsets"
-SHIPPED = EVALSETS / "hospital"
+REPO = Path(__file__).resolve().parents[2]
+SHIPPED = shipped_dataset()
 
 
 def test_the_generator_reproduces_the_committed_files(tmp_path: Path) -> None:
-    subprocess.run([sys.executable, str(EVALSETS / "build_hospital.py"), "--out", str(tmp_path)], check=True,
+    subprocess.run([sys.executable, str(REPO / "scripts" / "build_hospital.py"), "--out", str(tmp_path)], check=True,
                    capture_output=True)  # fmt: skip
     for name in ("corpus.jsonl", "questions.jsonl", "followups.jsonl"):
         fresh, committed = (tmp_path / name).read_bytes(), (SHIPPED / name).read_bytes()
-        assert fresh == committed, f"{name} differs from its generator: run `python evalsets/build_hospital.py`"
+        assert fresh == committed, f"{name} differs from its generator: run `python scripts/build_hospital.py`"
 
 
 @pytest.fixture(scope="module")
@@ -47,7 +48,7 @@ def test_size_tenants_scopes_and_lengths(hospital: EvalSet) -> None:
 
 
 def test_the_readme_states_the_counts(hospital: EvalSet) -> None:
-    readme = (EVALSETS / "README.md").read_text(encoding="utf-8")
+    readme = (REPO / "docs" / "hospital.md").read_text(encoding="utf-8")
     assert f"| documents | {len(hospital.documents)} |" in readme
     assert f"| questions | {len(hospital.queries)} |" in readme
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from fixtures.documents import VISITING_HTML
-from ragopt.documents import BadFile
+from ragopt.errors import BadFile
 from ragopt.documents.html import load
 
 

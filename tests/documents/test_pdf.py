@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from fixtures.documents import write_encrypted_pdf, write_pdf
-from ragopt.documents import BadFile
+from ragopt.errors import BadFile
 from ragopt.documents.pdf import load
 
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from ragopt.documents import BadFile
+from ragopt.errors import BadFile
 from ragopt.documents.plain import load
 
 

@@ -1,7 +1,7 @@
 import pytest
 
 from ragopt.data import Evidence
-from ragopt.eval.citations import aggregate, citation_scores, first_passage_floor
+from ragopt.eval.citations import aggregate, score_answer_citations, first_passage_floor
 from ragopt.types import Answer, Citation
 
 
@@ -11,7 +11,7 @@ def _answer(*cites):
 
 def test_all_correct():
     a = _answer(Citation(marker=1, chunk_id="c1", doc_id="d1"), Citation(marker=2, chunk_id="c2", doc_id="d2"))
-    s = citation_scores(a, ["d1", "d2"])
+    s = score_answer_citations(a, ["d1", "d2"])
     assert (s.valid_share, s.precision, s.recall, s.f1) == (1.0, 1.0, 1.0, 1.0)
 
 
@@ -22,7 +22,7 @@ def test_mixed_invalid_wrong_and_repeated():
         Citation(marker=3, chunk_id="c3", doc_id="d9"),  # a provided passage, but not gold
         Citation(marker=7, valid=False),  # no passage 7 was given
     )
-    s = citation_scores(a, [Evidence(doc_id="d1", start=0, end=5), Evidence(doc_id="d2")])
+    s = score_answer_citations(a, [Evidence(doc_id="d1", start=0, end=5), Evidence(doc_id="d2")])
     assert s.n_citations == 4 and s.n_valid == 3
     assert s.valid_share == pytest.approx(3 / 4)
     assert s.cited_docs == ["d1", "d9"]
@@ -32,11 +32,11 @@ def test_mixed_invalid_wrong_and_repeated():
 
 
 def test_undefined_scores_are_none_and_skipped_by_aggregate():
-    none = citation_scores(_answer(), ["d1"])
+    none = score_answer_citations(_answer(), ["d1"])
     assert none.valid_share is None and none.precision is None and none.recall == 0.0
-    no_gold = citation_scores(_answer(Citation(marker=1, chunk_id="c", doc_id="d1")), [])
+    no_gold = score_answer_citations(_answer(Citation(marker=1, chunk_id="c", doc_id="d1")), [])
     assert no_gold.recall is None and no_gold.precision == 0.0
-    good = citation_scores(_answer(Citation(marker=1, chunk_id="c", doc_id="d1")), ["d1"])
+    good = score_answer_citations(_answer(Citation(marker=1, chunk_id="c", doc_id="d1")), ["d1"])
     agg = aggregate([none, no_gold, good])
     assert agg["citation_valid_share"] == 1.0
     assert agg["citation_precision"] == pytest.approx(0.5)
@@ -62,17 +62,17 @@ def _cite(*chunks):
 
 def test_span_level_counts_only_chunks_that_overlap_the_evidence():
     a, b, c, e = SPAN_CHUNKS
-    wrong_part = citation_scores(_cite(a, c), SPAN_GOLD, SPAN_CHUNKS)
+    wrong_part = score_answer_citations(_cite(a, c), SPAN_GOLD, SPAN_CHUNKS)
     assert wrong_part.precision == 1.0  # the right document, so document level calls it perfect
     assert wrong_part.span_precision == 0.0 and wrong_part.span_recall == 0.0
-    mixed = citation_scores(_cite(a, b, e), SPAN_GOLD, {x.id: x for x in SPAN_CHUNKS})
+    mixed = score_answer_citations(_cite(a, b, e), SPAN_GOLD, {x.id: x for x in SPAN_CHUNKS})
     assert mixed.span_precision == pytest.approx(2 / 3) and mixed.span_recall == 1.0
-    assert citation_scores(_cite(b), SPAN_GOLD).span_precision is None  # chunks not given: no span level
+    assert score_answer_citations(_cite(b), SPAN_GOLD).span_precision is None  # chunks not given: no span level
 
 
 def test_span_boundaries_are_half_open():
     touching = _chunk("t", "d1", 140, 160)  # starts where the evidence ends
-    assert citation_scores(_cite(touching), SPAN_GOLD, [touching]).span_precision == 0.0
+    assert score_answer_citations(_cite(touching), SPAN_GOLD, [touching]).span_precision == 0.0
 
 
 def test_first_passage_floor():

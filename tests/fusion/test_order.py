@@ -24,7 +24,7 @@ def test_rrf_over_three_lists_gives_equal_rank_sets_equal_scores() -> None:
     # x ranks 1, 2, 3 and y ranks 3, 1, 2: the same terms, added in another order. With k=2, plain float
     # addition makes (1/3 + 1/4) + 1/5 and (1/5 + 1/3) + 1/4 differ in the last bit, which would split the tie.
     lists = [[("x", 0), ("m", 0), ("y", 0)], [("y", 0), ("x", 0), ("n", 0)], [("o", 0), ("y", 0), ("x", 0)]]
-    fused = rrf(lists, k=2)
+    fused = rrf(lists, rrf_k=2)
     scores = dict(fused)
     assert scores["x"] == scores["y"]
     assert [k for k, _ in fused][:2] == ["x", "y"]

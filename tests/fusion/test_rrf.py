@@ -8,7 +8,8 @@ import pytest
 
 from ragopt.config import FusionConfig
 from ragopt.fusion import rrf
-from ragopt.pipeline import Pipeline, WiringError
+from ragopt.errors import WiringError
+from ragopt.pipeline import Pipeline
 from ragopt.stages.embedding import EmbedQuery
 from ragopt.stages.fusion import Fuse
 from ragopt.stages.keyword import KeywordSearch
@@ -30,10 +31,10 @@ def test_hand_computed_k60() -> None:
 def test_k_changes_the_weight_of_the_top() -> None:
     # a: rank 1 in one list only; b: rank 3 in both lists
     one, two = [("a", 1.0), ("x", 0.9), ("b", 0.8)], [("y", 1.0), ("z", 0.9), ("b", 0.8)]
-    assert [k for k, _ in rrf([one, two], k=60)][0] == "b"  # 2/63 = 0.0317 > 1/61 = 0.0164
-    small = dict(rrf([one, two], k=1))
+    assert [k for k, _ in rrf([one, two], rrf_k=60)][0] == "b"  # 2/63 = 0.0317 > 1/61 = 0.0164
+    small = dict(rrf([one, two], rrf_k=1))
     assert small["a"] == pytest.approx(1 / 2) and small["b"] == pytest.approx(2 / 4)
-    assert dict(rrf([one, two], k=0.5))["a"] > dict(rrf([one, two], k=0.5))["b"]  # 1/1.5 > 2/3.5
+    assert dict(rrf([one, two], rrf_k=0.5))["a"] > dict(rrf([one, two], rrf_k=0.5))["b"]  # 1/1.5 > 2/3.5
 
 
 def test_scores_are_ignored_and_ties_are_ordered_by_key() -> None:
@@ -45,7 +46,7 @@ def test_scores_are_ignored_and_ties_are_ordered_by_key() -> None:
 
 def test_fuse_stage_over_real_dense_and_bm25_candidates(tiny_index: Any) -> None:
     index, embedder = tiny_index
-    pipeline = Pipeline([EmbedQuery(embedder), VectorSearch(index, 6), KeywordSearch(index, k=6), Fuse(FusionConfig(k=60), k=4)])
+    pipeline = Pipeline([EmbedQuery(embedder), VectorSearch(index, 6), KeywordSearch(index, k=6), Fuse(FusionConfig(rrf_k=60), k=4)])
     result = pipeline.run("What causes ocean tides?")
     dense, sparse = result.state.candidates["vector"], result.state.candidates["bm25"]
     expected: dict[str, float] = {}

@@ -17,7 +17,7 @@ from ragopt.judge.judges import HttpJudge, JudgeConfig, LlamaJudge, SupportJudge
 from ragopt.judge.judging import JudgeItem, judge_items
 from ragopt.judge.verdicts import VerdictRequest
 from ragopt.resources import Resources
-from ragopt.serve.llama_server import LlamaServer, find_binary
+from ragopt.backends.llama_server import LlamaServer, find_binary
 
 CLAIM = VerdictRequest("claim", "Where is the tower?", ("The Eiffel Tower is in Paris.",), "The tower is in Paris.")
 

@@ -13,11 +13,10 @@ from typing import Any, Iterator
 import httpx
 import pytest
 
-from ragopt.config import RetrievalConfig
 from ragopt.serve.build import ServeOptions
 from ragopt.serve.service import ServeSettings
 
-from fixtures.serving import running_service
+from fixtures.serving import running_service, served_plan
 
 STAFF = {"Authorization": "Bearer key-acme-staff"}
 PUBLIC = {"Authorization": "Bearer key-acme-public"}
@@ -27,9 +26,8 @@ BETA = {"Authorization": "Bearer key-beta"}
 def _opts(tiny_gguf: Path, dataset: Path, **settings: Any) -> ServeOptions:
     max_tokens = settings.pop("max_tokens", 12)
     repeat_stop = settings.pop("repeat_stop", 3)
-    return ServeOptions(settings=ServeSettings(**settings), engine="inprocess", model=str(tiny_gguf), n_ctx=4096,
-                        max_tokens=max_tokens, repeat_stop=repeat_stop, dataset=str(dataset),
-                        retrieval=RetrievalConfig(retriever="bm25", top_k=3))
+    plan = served_plan(model=str(tiny_gguf), n_ctx=4096, max_tokens=max_tokens, repeat_stop=repeat_stop)
+    return ServeOptions(settings=ServeSettings(**settings), plan=plan, dataset=str(dataset))
 
 
 @pytest.fixture(scope="module")

@@ -8,8 +8,7 @@ from pathlib import Path
 import httpx
 
 from fixtures.documents import write_knowledge_base
-from fixtures.serving import running_service
-from ragopt.config import RetrievalConfig
+from fixtures.serving import running_service, served_plan
 from ragopt.documents import DocsOptions
 from ragopt.serve.build import ServeOptions
 from ragopt.serve.service import ServeSettings
@@ -19,8 +18,7 @@ QUESTION = {"question": "How long does the backup generator run on one tank of d
 
 
 def _opts(folder: Path) -> ServeOptions:
-    return ServeOptions(settings=ServeSettings(), engine="extractive", docs=DocsOptions(path=str(folder)),
-                        retrieval=RetrievalConfig(retriever="bm25", top_k=3))
+    return ServeOptions(settings=ServeSettings(), plan=served_plan("extractive"), docs=DocsOptions(path=str(folder)))
 
 
 def test_citations_name_the_file_and_page(serve_files: dict[str, Path], tmp_path: Path) -> None:

@@ -90,7 +90,7 @@ def test_the_trial_records_its_plan_with_the_tuned_models(swept: dict[str, Any])
 
 
 def test_serve_from_results_answers_as_the_sweep_measured(swept: dict[str, Any]) -> None:
-    opts = ServeOptions(settings=ServeSettings(), engine="extractive", saved=load_plan(swept["results"]), cache=False)
+    opts = ServeOptions(settings=ServeSettings(), saved=load_plan(swept["results"]), cache=False)
     _assert_identical(_ask_all(opts, swept), swept)
 
 
@@ -98,7 +98,7 @@ def test_an_exported_plan_and_the_python_loader_rebuild_the_same(swept: dict[str
     toml = export_toml(load_plan(swept["results"]), swept["root"] / "plan.toml")
     saved = load_plan(toml)
     assert saved.plan == swept["plan"] and saved.provenance == load_plan(swept["results"]).provenance
-    _assert_identical(_ask_all(ServeOptions(settings=ServeSettings(), engine="extractive", saved=saved, cache=False), swept), swept)
+    _assert_identical(_ask_all(ServeOptions(settings=ServeSettings(), saved=saved, cache=False), swept), swept)
     with Resources() as resources:
         pipeline, _ = open_saved(saved, swept["ws"], resources=resources)
         first = pipeline.run(swept["evalset"].queries[0].query)
@@ -112,7 +112,7 @@ def test_a_changed_corpus_or_version_is_refused_in_one_line(swept: dict[str, Any
     results["dataset"]["path"] = str(changed)
     moved = tmp_path / "results.json"
     moved.write_text(json.dumps(results), encoding="utf-8")
-    argv = ["--workspace", str(swept["ws"]), "serve", "--from", str(moved), "--api-keys", str(swept["keys"]), "--engine", "extractive"]
+    argv = ["--workspace", str(swept["ws"]), "serve", "--from", str(moved), "--api-keys", str(swept["keys"])]
     assert main(argv) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "corpus" in err[0] and "changed" in err[0] and str(moved) in err[0]
@@ -132,7 +132,7 @@ def test_a_changed_model_is_refused_before_anything_is_built(swept: dict[str, An
     from ragopt.errors import InputError
 
     with ExitStack() as stack, pytest.raises(InputError, match="rerank model .* is not the one measured"):
-        build_service(ServeOptions(settings=ServeSettings(), engine="extractive", saved=saved.model_copy(update={"provenance": edited})),
+        build_service(ServeOptions(settings=ServeSettings(), saved=saved.model_copy(update={"provenance": edited})),
                       tmp_path / "ws", stack)
     assert not (tmp_path / "ws" / "indexes").exists()
 

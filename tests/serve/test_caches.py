@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from ragopt.serve.caches import CacheScope, DiskStore, RedisStore, ScopedCache, ServeCaches, normalize_question
+from ragopt.cache import DiskStore, RedisStore
+from ragopt.serve.caches import CacheScope, ScopedCache, ServeCaches, normalize_question
 
 TENANTS = ["acme", "beta", "gamma"]
 SCOPES = [(), ("staff",), ("hr",), ("hr", "staff")]
@@ -74,7 +75,7 @@ def test_a_value_stored_under_another_identity_is_a_miss(tmp_path: Path) -> None
     acme = CacheScope("acme", ("staff",), "m", "p", "kb")
     beta = CacheScope("beta", ("staff",), "m", "p", "kb")
     cache.set(beta, "q", "beta's answer")
-    store.set(cache.key(acme, "q").digest(), store.get(cache.key(beta, "q").digest()), 60)
+    store.set_many([(cache.key(acme, "q").digest(), store.get_many([cache.key(beta, "q").digest()])[0])], 60)
     assert cache.get(acme, "q") is None
     assert cache.get(beta, "q") == "beta's answer"
     store.close()

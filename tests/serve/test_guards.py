@@ -1,5 +1,5 @@
 """Guards: token buckets (local and shared in Redis), daily quota, circuit breaker states, fallback chain,
-per-stage deadline, routing and admission from KV arithmetic."""
+per-stage deadline and routing."""
 
 from __future__ import annotations
 
@@ -8,12 +8,9 @@ from typing import Any
 
 import pytest
 
-from ragopt import capacity
+from ragopt.errors import BreakerOpen, QueueTimeout
 from ragopt.pipeline import Pipeline, RequestState, Step
 from ragopt.serve.guards import (
-    Admission,
-    AdmissionRefused,
-    BreakerOpen,
     CircuitBreaker,
     DailyQuota,
     FallbackChain,
@@ -100,6 +97,24 @@ def test_breaker_opens_after_failures_then_half_opens_and_closes_on_success() ->
     result = pipe.run("q")  # the half-open trial succeeds
     assert result.answer.text == "primary" and breaker.state == "closed"
     assert breaker.transitions == ["closed->open", "open->half_open", "half_open->closed"]
+
+
+def test_a_refusal_under_load_never_opens_the_breaker_nor_holds_its_trial() -> None:
+    class Busy(Flaky):
+        def run(self, state: RequestState) -> RequestState:
+            self.calls += 1
+            raise QueueTimeout("model busy")  # an injected fault: load, not a broken backend
+
+    breaker = CircuitBreaker("llm", failures=2, reset_s=0.1)
+    pipe = Pipeline([Step(Guarded(Busy(), breaker), fallback=ExtractiveGenerator())], inputs=("query", "hits"))
+    for _ in range(5):
+        assert "QueueTimeout" in pipe.run("q").trace.degraded[0]
+    assert breaker.state == "closed" and breaker.consecutive_failures == 0
+    breaker.failure()
+    breaker.failure()  # opened by real failures
+    time.sleep(0.15)
+    assert "QueueTimeout" in pipe.run("q").trace.degraded[0]  # the half-open trial was refused under load...
+    assert breaker.state == "half_open" and breaker.allow()  # ...so the next call may take the trial again
 
 
 def test_a_failed_half_open_trial_opens_the_breaker_again() -> None:
@@ -194,15 +209,10 @@ def test_router_sends_short_simple_questions_to_the_small_model() -> None:
     assert Router(0).route("hi") == "default"
 
 
-def test_admission_limit_comes_from_kv_arithmetic_and_slots() -> None:
-    shape = capacity.ModelShape(n_layer=30, n_head_kv=3, head_dim=64)
-    per_seq = capacity.kv_bytes(shape, 2048)
-    adm = Admission(slots=8, kv_budget_bytes=2.5 * per_seq, kv_bytes_per_sequence=per_seq, queue_timeout_s=0.05, max_queue=1)
-    assert adm.limit == 2  # 2.5 sequences of KV fit 2, fewer than the 8 slots
-    adm.enter()
-    adm.enter()
-    with pytest.raises(AdmissionRefused):
-        adm.enter()  # waits 50 ms for a place, then is refused
-    adm.leave()
-    adm.enter()
-    assert Admission(slots=3).limit == 3
+def test_a_chinese_question_is_routed_by_its_words_not_as_one_word() -> None:
+    router = Router(small_max_words=6)
+    assert router.route("上海在哪里？") == "small"  # 上海 / 在 / 哪里: 3 words
+    long_question = "上海证券交易所每天开盘和收盘的具体时间分别是几点钟以及节假日安排"
+    assert len(long_question.split()) == 1  # what the router used to count
+    assert router.route(long_question) == "default"  # 14 words
+    assert router.route("天空为什么是蓝色") == "default"  # short, but asks why

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from ragopt.config import RetrievalConfig
+from fixtures.serving import served_plan
 from ragopt.pipeline import Pipeline
 from ragopt.serve.build import ServeOptions, build_service
-from ragopt.serve.llama_server import LlamaServer, find_binary
+from ragopt.backends.llama_server import LlamaServer, find_binary
 from ragopt.serve.service import AskOptions, Principal, RequestHandle, ServeSettings
 from ragopt.stages.generate_http import HttpGenerator, HttpGeneratorConfig
 
@@ -42,8 +42,8 @@ def test_http_generator_reports_the_servers_timings_and_prompt_reuse(tiny_gguf: 
 
 def test_crash_mid_stream_then_breaker_opens_and_closes_when_the_server_is_back(tiny_gguf: Path, serve_files: dict[str, Path], tmp_path: Path) -> None:
     settings = ServeSettings(breaker_failures=2, breaker_reset_s=1.0)
-    opts = ServeOptions(settings=settings, engine="llama-server", model=str(tiny_gguf), parallel=2, n_ctx=1024, max_tokens=200,
-                        dataset=str(serve_files["dataset"]), retrieval=RetrievalConfig(retriever="bm25", top_k=3))
+    plan = served_plan("llama-server", model=str(tiny_gguf), server_slots=2, n_ctx=1024, max_tokens=200)
+    opts = ServeOptions(settings=settings, plan=plan, dataset=str(serve_files["dataset"]))
     with ExitStack() as stack:
         service = build_service(opts, tmp_path, stack)
         server = service.servers["default"]

@@ -10,11 +10,12 @@ from typing import Any
 
 import pytest
 
-from ragopt.config import RetrievalConfig
-from ragopt.pipeline import RequestState
+from fixtures.serving import serve_options, served_plan
+from ragopt.pipeline import RequestState, Step
 from ragopt.stages.generate_extractive import ExtractiveGenerator
 from ragopt.serve.build import ServeOptions, build_service
-from ragopt.serve.caches import DiskStore, ServeCaches
+from ragopt.cache import DiskStore
+from ragopt.serve.caches import ServeCaches
 from ragopt.serve.service import AskOptions, Backend, Principal, RagService, RequestHandle, ServeSettings
 
 ACME = Principal(key_id="k1", tenant="acme", scopes=("staff",))
@@ -22,8 +23,8 @@ ACME = Principal(key_id="k1", tenant="acme", scopes=("staff",))
 
 def _service(stack: ExitStack, tiny_gguf: Path, dataset: Path, ws: Path, **kw: Any) -> RagService:
     settings = ServeSettings(**kw.pop("settings", {}))
-    opts = ServeOptions(settings=settings, engine="inprocess", model=str(tiny_gguf), n_ctx=4096, max_tokens=kw.pop("max_tokens", 400),
-                        dataset=str(dataset), retrieval=RetrievalConfig(retriever="bm25", top_k=3), **kw)
+    plan = served_plan(model=str(tiny_gguf), n_ctx=4096, max_tokens=kw.pop("max_tokens", 400))
+    opts = ServeOptions(settings=settings, plan=plan, dataset=str(dataset), **kw)
     return build_service(opts, ws, stack)
 
 
@@ -102,7 +103,7 @@ def test_missing_files_are_input_errors_before_any_work(flag: str, tiny_gguf: Pa
 
     kw = {"model": str(tiny_gguf), "dataset": str(serve_files["dataset"]), flag: str(tmp_path / "missing")}
     with ExitStack() as stack, pytest.raises(InputError, match=f"--{flag}"):
-        build_service(ServeOptions(settings=ServeSettings(), **kw), tmp_path, stack)
+        build_service(serve_options(["--model", kw["model"], "--dataset", kw["dataset"]]), tmp_path, stack)
 
 
 class BrokenReranker:
@@ -123,7 +124,8 @@ def test_a_failing_reranker_is_skipped_behind_its_breaker(tiny_gguf: Path, serve
         service = _service(stack, tiny_gguf, serve_files["dataset"], tmp_path, max_tokens=4,
                            settings={"breaker_failures": 2, "breaker_reset_s": 60})
         reranker = BrokenReranker()
-        retrieval = [s.stage for s in service.retrieve.steps] + [reranker]
+        # as steps_by_slot(skippable=True) hands serve a stage whose spec says a request survives it (rerank's)
+        retrieval = [s.stage for s in service.retrieve.steps] + [Step(reranker, required=False)]
         guarded = RagService(retrieval, service.backends, ExtractiveGenerator(), service.settings,
                              ServeCaches(DiskStore(tmp_path / "c2")), service.kb_version, service.retrieval_id)
         for _ in range(3):

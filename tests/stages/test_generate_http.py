@@ -16,7 +16,8 @@ from fastapi.responses import JSONResponse, StreamingResponse  # noqa: E402
 
 from ragopt.pipeline import Pipeline, RequestState, Step  # noqa: E402
 from ragopt.stages.generate_extractive import ExtractiveGenerator  # noqa: E402
-from ragopt.stages.generate_http import BackendError, HttpGenerator, HttpGeneratorConfig  # noqa: E402
+from ragopt.errors import BackendError  # noqa: E402
+from ragopt.stages.generate_http import HttpGenerator, HttpGeneratorConfig  # noqa: E402
 from ragopt.types import Chunk, Hit, Query  # noqa: E402
 
 from fixtures.serving import uvicorn_server  # noqa: E402

@@ -18,9 +18,11 @@ pytest.importorskip("llama_cpp")
 
 from fixtures.tiny_gguf import KV_BYTES_PER_TOKEN_F16
 
-from ragopt.capacity import AdmissionError
-from ragopt.pipeline import Pipeline, RequestState, Step, WiringError
+from ragopt.errors import AdmissionError
+from ragopt.errors import WiringError
+from ragopt.pipeline import Pipeline, RequestState, Step
 from ragopt.resources import Resources
+from ragopt.shipped import shipped_dataset
 from ragopt.stages import generate_llama as gl
 from ragopt.stages.citations import marker_numbers
 from ragopt.stages.generate_extractive import ExtractiveGenerator
@@ -432,7 +434,7 @@ def test_an_output_budget_that_leaves_no_room_for_a_prompt_is_refused_in_the_con
 
 # --- answers that do not depend on what the engine served before (SmolLM2, the shipped set) ---
 
-SHIPPED = Path(__file__).resolve().parents[2] / "evalsets" / "hospital"
+SHIPPED = shipped_dataset()
 
 
 def shipped_requests(n: int) -> list[tuple[Query, list[Hit]]]:

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from ragopt.errors import ContextOverflow
 from ragopt.resources import Resources
 from ragopt.stages.generate_llama import GeneratorConfig, get_engine
 from ragopt.stages.llm_text import complete, prompt_tokens
@@ -52,6 +53,6 @@ def test_another_tenant_finds_only_the_public_prefix_in_the_kv(engine):
 
 
 def test_a_prompt_over_the_context_is_refused_before_the_lock(engine):
-    with pytest.raises(ValueError, match="exceed the context"):
+    with pytest.raises(ContextOverflow, match="exceed the context"):
         complete(engine, SYSTEM, "word " * 600, (None, ()), max_tokens=8)
     assert engine.lock.acquire(0) and engine.lock.release() is None  # the lock was never taken

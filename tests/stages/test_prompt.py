@@ -240,14 +240,13 @@ def test_fitting_many_passages_tokenizes_prompts_near_the_answer_only() -> None:
 def _shipped_cases(chunk_size: int | None, top_k: int) -> list[tuple[Query, list[Hit]]]:
     """The shipped set's questions and follow-ups, each with its BM25 top_k over the shipped corpus chunked by
     the embedder's tokens (None: whole documents)."""
-    from fixtures.paths import REPO_ROOT
-
     from ragopt.backends.bm25 import BM25Index
     from ragopt.backends.chunker import Chunker
     from ragopt.config import BM25Config, ChunkerConfig
     from ragopt.data import load_evalset
+    from ragopt.shipped import shipped_dataset
 
-    folder = REPO_ROOT / "evalsets" / "hospital"
+    folder = shipped_dataset()
     evalset = load_evalset(folder)
     chunker = Chunker(ChunkerConfig(mode="whole") if chunk_size is None else ChunkerConfig(mode="tokens", size=chunk_size, overlap=16))
     chunks = chunker.chunk_all(evalset.documents)

@@ -12,7 +12,7 @@ from ragopt.errors import InputError
 from ragopt.resources import Resources
 from ragopt.pipeline import Pipeline, RequestState
 from ragopt.stages.generate_llama import GeneratorConfig
-from ragopt.stages.multi_query import MultiQueryRetrieve, fuse, with_rewrite
+from ragopt.stages.multi_query import MultiQueryRetrieve, fuse
 from ragopt.stages.rewrite import (
     QueryRewrite,
     RewriteConfig,
@@ -21,6 +21,7 @@ from ragopt.stages.rewrite import (
     follow_up_rule,
     load_glossary,
     normalize,
+    with_rewrite,
 )
 from ragopt.types import Chunk, Hit, Query, Turn
 
@@ -205,3 +206,22 @@ def test_llm_mode_lets_the_model_pick_the_referent_among_names_and_caches_it(tin
 def test_llm_mode_with_a_missing_model_fails_before_any_request(tmp_path: Path):
     with pytest.raises(InputError, match="model file not found"):
         QueryRewrite(RewriteConfig(mode="llm", llm=GeneratorConfig(model=str(tmp_path / "nope.gguf"))))
+
+
+def test_llm_mode_falls_back_on_an_oversized_prompt_but_never_swallows_an_input_error(tiny_gguf: Path, monkeypatch):
+    pytest.importorskip("llama_cpp")
+    import ragopt.stages.llm_text as llm_text
+
+    query = Query(text="How often does it run?", tenant="north", history=JOB_HISTORY)
+    small = RewriteConfig(mode="llm", llm=GeneratorConfig(model=str(tiny_gguf), n_ctx=64, max_tokens=48))
+    state = Pipeline([QueryRewrite(small, resources=Resources())]).run(query).state
+    assert state.usage.attrs["llm_rejected"].startswith("ContextOverflow:")  # the rules answered instead
+    assert state.query.text.startswith("How often does")
+
+    def bad_input(*args, **kwargs):  # an injected fault: input found bad while the LLM was asked
+        raise InputError("a bad value", field="--something")
+
+    monkeypatch.setattr(llm_text, "complete", bad_input)
+    config = RewriteConfig(mode="llm", llm=GeneratorConfig(model=str(tiny_gguf), n_ctx=1024, max_tokens=48))
+    with pytest.raises(InputError, match="a bad value"):
+        QueryRewrite(config, resources=Resources()).rewrite(query)

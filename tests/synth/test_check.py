@@ -7,9 +7,12 @@ import json
 from pathlib import Path
 from types import SimpleNamespace
 
+import pytest
+
 from fixtures.cli import one_line_error, ragopt
 from fixtures.tiny_corpus import write_beir
-from ragopt.synth.check import agreement
+from ragopt.errors import InputError
+from ragopt.synth.check import METRIC, agreement
 
 
 def _results(per_query: dict[str, list[float]]) -> SimpleNamespace:
@@ -59,3 +62,13 @@ def test_synth_check_against_a_labelled_set(tmp_path: Path) -> None:
     line = one_line_error(ragopt("synth", "--docs", str(labelled / "corpus.jsonl"), "--out", str(tmp_path / "set3"),
                                  "--check-against", str(tmp_path / "missing"), workspace=tmp_path / "ws"), "synth")
     assert "missing" in line  # a labelled set that cannot be read: refused before the documents are
+
+
+
+def test_sweeps_over_different_grids_are_an_input_error_naming_the_flag() -> None:
+    def sweep(*ids: str) -> SimpleNamespace:
+        return SimpleNamespace(trials=[SimpleNamespace(id=i, metrics={METRIC: 0.5}, per_query={METRIC: [0.5]}) for i in ids])
+
+    with pytest.raises(InputError, match="different grids") as err:
+        agreement(sweep("a", "b"), sweep("a", "c"))
+    assert err.value.field == "--check-against"

@@ -15,8 +15,9 @@ import pytest
 
 from fixtures.cli import one_line_error, ragopt
 from fixtures.documents import write_knowledge_base
+from ragopt.shipped import shipped_dataset
 
-HOSPITAL = Path(__file__).resolve().parents[2] / "evalsets" / "hospital" / "corpus.jsonl"
+HOSPITAL = shipped_dataset() / "corpus.jsonl"
 EVERY = 4  # every 4th document of the shipped corpus (both tenants, shared ones, scopes): a quick test
 ARGS = ("synth", "--questions", "20", "--seed", "7")
 
@@ -25,14 +26,14 @@ ARGS = ("synth", "--questions", "20", "--seed", "7")
 KILL_PROBE = """
 import os, signal, sys
 from ragopt.synth import extractive
-made = extractive.ExtractiveGenerator.candidate
+made = extractive.ExtractiveQuestionGenerator.candidate
 calls = [0]
 def candidate(self, *args, **kwargs):
     calls[0] += 1
     if calls[0] == 15:
         os.kill(os.getpid(), signal.SIGKILL)
     return made(self, *args, **kwargs)
-extractive.ExtractiveGenerator.candidate = candidate
+extractive.ExtractiveQuestionGenerator.candidate = candidate
 from ragopt.cli import main
 sys.exit(main(sys.argv[1:]))
 """

@@ -44,3 +44,12 @@ def test_fingerprints_differ_by_settings() -> None:
 def test_unknown_name() -> None:
     with pytest.raises(ValueError, match="unknown analyzer 'klingon'"):
         make_analyzer("klingon")
+
+
+def test_count_words_cuts_chinese_into_words_and_skips_punctuation() -> None:
+    from ragopt.text.analyzers import count_words
+
+    assert count_words("上海在哪里？") == 3  # not 1 (one space-free run) nor 6 (characters)
+    assert count_words("《战国无双3》是由哪两个公司合作开发的？") == 10
+    assert count_words("What causes ocean tides?") == 4
+    assert count_words("CT检查前需要空腹吗") == 6  # Latin and Han words together

@@ -156,6 +156,10 @@ class LlamaServer:
         self.stop()
         return self.start()
 
+    def close(self) -> None:
+        """What `Resources.close()` calls: the child stops with the process's other resources."""
+        self.stop()
+
     def __enter__(self) -> "LlamaServer":
         return self.start()
 

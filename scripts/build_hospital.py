@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
-"""Generate evalsets/hospital/: the knowledge base of a hospital data-asset assistant, and questions about it.
+"""Generate ragopt/shipped/evalsets/hospital/ (package data: the wheel carries it): the knowledge base of a hospital data-asset assistant, and questions about it.
 
-    python evalsets/build_hospital.py              # rewrites evalsets/hospital/{corpus,questions}.jsonl
-    python evalsets/build_hospital.py --out DIR    # writes the two files into DIR instead
+    python scripts/build_hospital.py              # rewrites ragopt/shipped/evalsets/hospital/*.jsonl
+    python scripts/build_hospital.py --out DIR    # writes the files into DIR instead
 
 The world: two hospitals of one group share a data team's assistant. North Hospital runs the HelixLab
 laboratory system and the CareLedger records system and stores lab results in SI units; South Hospital runs
@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Iterator
 
 SEED = 20240611
-HERE = Path(__file__).resolve().parent
+SHIPPED = Path(__file__).resolve().parents[1] / "ragopt" / "shipped" / "evalsets" / "hospital"
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -2686,7 +2686,7 @@ def write_jsonl(path: Path, rows: Iterator[dict]) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--out", type=Path, default=HERE / "hospital", help="folder to write (default: %(default)s)")
+    parser.add_argument("--out", type=Path, default=SHIPPED, help="folder to write (default: %(default)s)")
     args = parser.parse_args(argv)
     b = build()
     args.out.mkdir(parents=True, exist_ok=True)
