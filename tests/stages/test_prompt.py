@@ -275,7 +275,7 @@ def test_fitted_prompts_on_the_shipped_set_equal_the_old_search_or_are_larger_an
     from ragopt.tokencount import token_counter
 
     renderer = CountingRenderer(token_counter(tokenizer, EmbedderConfig()))
-    every = 2 if tokenizer == "embedder" else 8  # every other question with the main job's tokenizer, 1 in 8 with SmolLM2's
+    every = 3 if tokenizer == "embedder" else 10  # a third of the questions with the main job's tokenizer, a tenth with SmolLM2's
     compared, larger = 0, []
     for chunk_size, top_k, budgets in ((None, 10, (150, 1500, 8192)), (128, 20, (400,))):
         for query, hits in _shipped_cases(chunk_size, top_k)[::every]:
@@ -296,5 +296,5 @@ def test_fitted_prompts_on_the_shipped_set_equal_the_old_search_or_are_larger_an
                     kept = (len(fitted.parts.question), n_kept > 0, -fitted.trimmed_history_turns, n_kept)
                     assert kept > (len(question or query.text), n_pass > 0, -n_drop, n_pass), (query.text, budget)
                     larger.append((query.id, budget))
-    assert compared > 800 // every
+    assert compared > 900 // every
     assert not larger if tokenizer == "embedder" else len(larger) < compared // 20
