@@ -13,7 +13,8 @@ cache off) answer the same questions one at a time:
 Rounds interleave the arms (off, on, no_sdk, ...) so the noise of a shared machine falls on all three. Latency is the
 client's wall-clock per request (HTTP round trip, JSON answer). Reported: p50/p95/mean per arm, on/off and
 no_sdk/off ratios, the spans the receiver decoded (one root + one per stage per exported request), and the
-1-minute load average before and after. The default engine, extractive, makes requests short (a few ms), so the
+1-minute load average before and after, and what building and queueing one trace costs (the same
+`export_served` serve calls, on a real response, timed call by call in this process: the median of 300). The default engine, extractive, makes requests short (a few ms), so the
 export's share is as large as it gets; with an LLM it is a smaller share of seconds.
 """
 
@@ -128,7 +129,8 @@ def questions(dataset: str) -> list[str]:
         return [json.loads(line)["question"] for line in f if line.strip()]
 
 
-def timed_requests(url: str, asked: list[str]) -> list[float]:
+def timed_requests(url: str, asked: list[str], last: list[Any] | None = None) -> list[float]:
+    """Wall-clock ms per request; `last` receives the final response body."""
     import httpx
 
     ms = []
@@ -139,7 +141,29 @@ def timed_requests(url: str, asked: list[str]) -> list[float]:
             ms.append((time.perf_counter() - t0) * 1000)
             if r.status_code != 200:
                 raise SystemExit(f"bench_tracing: {r.status_code} {r.text[:200]}")
+            if last is not None:
+                last[:] = [r.json()]
     return ms
+
+
+def export_cost_us(sink_url: str, answer: dict[str, Any], question: str, n: int = 300) -> float:
+    """Median wall-clock microseconds one `Tracing.export_served` call takes on a real response (what serve's worker
+    thread does after handing the answer over: build the spans, queue them), timed call by call in this process with
+    5 ms between calls so the batch exporter's thread sends them meanwhile, as it does between requests."""
+    import statistics
+
+    from ragopt.observe.otel import Tracing
+    from ragopt.observe.settings import otlp_settings
+
+    tracing = Tracing(otlp_settings(sink_url, False, "bench", {}))
+    took = []
+    for _ in range(n):
+        t0 = time.perf_counter()
+        tracing.export_served(answer, question, {})
+        took.append((time.perf_counter() - t0) * 1e6)
+        time.sleep(0.005)
+    tracing.shutdown()
+    return statistics.median(took)
 
 
 def measure(args: argparse.Namespace) -> dict[str, Any]:
@@ -153,21 +177,24 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
         for arm in ARMS:
             timed_requests(urls[arm], pool[: args.warmup])
         latencies: dict[str, list[float]] = {arm: [] for arm in ARMS}
+        last: list[Any] = []
         per_round = -(-args.requests // args.rounds)
         for r in range(args.rounds):
             asked = [pool[(r * per_round + i) % len(pool)] for i in range(min(per_round, args.requests - r * per_round))]
             for arm in ARMS:
-                latencies[arm] += timed_requests(urls[arm], asked)
+                latencies[arm] += timed_requests(urls[arm], asked, last if arm == "on" else None)
             print(f"round {r + 1}/{args.rounds}: {', '.join(f'{a} {len(v)}' for a, v in latencies.items())}", file=sys.stderr)
     # the serve processes have stopped: the 'on' one sent what it still held on its way out
     stats = {arm: percentiles(v) for arm, v in latencies.items()}
+    received = {"traces": len(sink.traces), "spans": sink.spans, "requests_sent_with_export_on": args.warmup + args.requests}
+    cost = export_cost_us(sink.url, last[0], pool[0])  # after the count: these traces reach the same receiver
     return {
         "engine": args.engine, "dataset": Path(args.dataset).name, "requests_per_arm": args.requests, "rounds": args.rounds,
         "latency_ms": {arm: {k: s[k] for k in ("p50", "p95", "mean", "n")} for arm, s in stats.items()},
         "ratio_on_over_off": {k: stats["on"][k] / stats["off"][k] for k in ("p50", "p95")},
         "ratio_no_sdk_over_off": {k: stats["no_sdk"][k] / stats["off"][k] for k in ("p50", "p95")},
-        "exported": {"traces": len(sink.traces), "spans": sink.spans,
-                     "requests_sent_with_export_on": args.warmup + args.requests},
+        "exported": received,
+        "export_us_per_request": cost, "export_share_of_off_p50": cost / 1000 / stats["off"]["p50"],
         "load_1min": {"before": load_before, "after": os.getloadavg()[0]},
     }
 
@@ -182,6 +209,8 @@ def print_table(report: dict[str, Any]) -> None:
     print(f"  export on / off: p50 {on['p50']:.3f}x  p95 {on['p95']:.3f}x;  no SDK / off: p50 {nosdk['p50']:.3f}x  p95 {nosdk['p95']:.3f}x")
     e = report["exported"]
     print(f"  receiver decoded {e['traces']} traces, {e['spans']} spans for {e['requests_sent_with_export_on']} requests sent")
+    print(f"  building and queueing one request's trace (median call): {report['export_us_per_request']:.0f} us "
+          f"({report['export_share_of_off_p50']:.2%} of the off arm's p50); serve does it after the answer is handed over")
     print(f"  load average (1 min): {report['load_1min']['before']:.2f} before, {report['load_1min']['after']:.2f} after")
 
 

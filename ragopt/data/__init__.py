@@ -22,9 +22,11 @@ def generated_note(source: str | Path) -> str | None:
         return None
     rt = record.get("filters", {}).get("round_trip", {})
     trip = f"round trip {rt.get('retriever')}@{rt.get('top_k')}" if rt.get("enabled") else "no round trip"
+    from ragopt.data.trust import trust_line
+
     return (f"questions made by the {record.get('generator')} generator ({record.get('model_fingerprint')}, "
             f"prompt {record.get('prompt_version')}, seed {record.get('seed')}, {trip}) from {record.get('source')}, "
-            "not asked by people")
+            f"not asked by people; {trust_line(bool(record.get('like')))}")
 
 
 def load_evalset(path: str | Path, split: str = "test") -> EvalSet:

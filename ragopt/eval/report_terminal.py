@@ -23,7 +23,7 @@ class Column:
     head: str
     cell: Callable[[Trial], str]
     order: int  # where it stands in the table; columns are added by priority, shown in this order
-    kind: str = ""  # "cite" or "stage": the columns a note explains
+    kind: str = ""  # "citation" or "stage": the columns a note explains
     width: int = 0
 
     def sized(self, trials: list[Trial]) -> Column:
@@ -55,7 +55,7 @@ def _citation(precision: str, floor: str, order: int) -> Column:
             return ""
         return f"{p:.3f}" + ("" if f is None else f" ({f:.3f})") + ("!" if beats_floor(t, precision, floor) is False else " ")
 
-    return Column(f"cite {citation_label(precision)} (floor) ", cell, order, "cite")
+    return Column(f"cite {citation_label(precision)} (floor) ", cell, order, "citation")
 
 
 def _stage(stage: str, order: int) -> Column:
@@ -114,7 +114,7 @@ def table_lines(results: Any, rows: int = TABLE_ROWS, width: int = TABLE_WIDTH) 
 
 def _notes(shown: list[Trial], chosen: list[Column], optional: list[Column]) -> list[str]:
     notes = []
-    if any(c.kind == "cite" and "!" in c.cell(t) for c in chosen for t in shown):
+    if any(c.kind == "citation" and "!" in c.cell(t) for c in chosen for t in shown):
         notes.append("! citation precision not above its floor (what always citing [1], the top passage, scores)")
     stages = [c.head.split()[0] for c in chosen if c.kind == "stage"]
     if stages:

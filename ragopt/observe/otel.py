@@ -9,7 +9,6 @@ delays or fails a request.
 from __future__ import annotations
 
 import time
-import uuid
 from typing import Any, Iterator, Mapping
 
 from opentelemetry import propagate
@@ -86,7 +85,7 @@ class Tracing:
         """A `ragopt serve` answer ({"answer", "citations", "trace"}): its response trace as the root's ragopt.*
         attributes (the tenant hashed), its stage spans as children, the caller's traceparent joined."""
         served = out["trace"]
-        trace = Trace(request_id=uuid.uuid4().hex[:12], spans=[Span.model_validate(s) for s in served["spans"]],
+        trace = Trace(request_id="", spans=[Span.model_validate(s) for s in served["spans"]],
                       total_ms=served["total_ms"], degraded=served["degraded"])
         figures = {k: v for k, v in served.items() if k not in ("spans", "tenant", "cache", "prompt")}
         figures.update({f"cache.{k}": v for k, v in (served.get("cache") or {}).items()})

@@ -39,3 +39,5 @@ class SynthConfig(StrictModel):
     per_document_cap: int = Field(2, gt=0, description="at most this many questions per source document (or file)")
     duplicate_jaccard: float = Field(0.6, gt=0, le=1, description="drop a question this similar (word-set Jaccard) to a kept one")
     round_trip: RoundTripConfig = RoundTripConfig()
+    like: list[str] | None = Field(None, description="extractive: the user's example queries (ragopt/synth/like.py); "
+                                                     "None: questions in the generator's own shape")

@@ -1,6 +1,6 @@
 """The rank-agreement check: does a generated set rank pipelines as a labelled set does?
 
-The same sweep grid (chunk size x retriever x fusion, at one top_k: comparing across K would inflate the
+The same sweep grid (chunk size x retriever x fusion: RRF, convex 0.3 and 0.7, at one top_k: comparing across K would inflate the
 agreement) runs on both sets over the same corpus. Reported: Kendall tau (tau-b) between the two rankings
 of configurations by nDCG@10; the regret of the generated set's choice (its best configuration, ties by id):
 the labelled set's nDCG@10 of its own best minus that of the chosen one, with a paired bootstrap interval over
@@ -16,13 +16,14 @@ from ragopt.errors import InputError
 
 METRIC = "ndcg@10"
 TOP_K = 10
+CONVEX_ALPHAS = (0.3, 0.7)  # convex fusion's dense weight: BM25-leaning and dense-leaning, beside RRF
 
 
 def grid(chunk_sizes: Sequence[int | str]) -> Any:
     from ragopt.eval.sweep import SweepConfig
 
     return SweepConfig(chunk_sizes=list(chunk_sizes), retrievers=["dense", "bm25", "hybrid"], fusions=["rrf", "convex"],
-                       top_k=[TOP_K])
+                       alphas=list(CONVEX_ALPHAS), top_k=[TOP_K])
 
 
 def kendall_tau(a: dict[str, float], b: dict[str, float]) -> float | None:

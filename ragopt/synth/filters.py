@@ -75,14 +75,18 @@ class Askers:
         return self.tenants[pick], doc.scopes
 
 
-def round_trip_check(index: Any, embedder: Any, config: SynthConfig, askers: Askers) -> Any:
-    """A function (question, document) -> found within top_k by the configured retriever, as its asker."""
+def _retrieval(index: Any, embedder: Any, retriever: str, top_k: int) -> Any:
     from ragopt.config import RetrievalConfig
     from ragopt.pipeline import Pipeline
     from ragopt.plan import retrieval_stages
 
+    return Pipeline(retrieval_stages(index, embedder, RetrievalConfig(retriever=retriever, top_k=top_k)))
+
+
+def round_trip_check(index: Any, embedder: Any, config: SynthConfig, askers: Askers) -> Any:
+    """A function (question, document) -> found within top_k by the configured retriever, as its asker."""
     rt = config.round_trip
-    pipeline = Pipeline(retrieval_stages(index, embedder, RetrievalConfig(retriever=rt.retriever, top_k=rt.top_k)))
+    pipeline = _retrieval(index, embedder, rt.retriever, rt.top_k)
 
     def found(question: str, doc: Document) -> bool:
         tenant, scopes = askers(doc)
@@ -90,6 +94,21 @@ def round_trip_check(index: Any, embedder: Any, config: SynthConfig, askers: Ask
         return any(h.chunk.doc_id == doc.id for h in result.hits)
 
     return found
+
+
+def searchers(index: Any, embedder: Any, askers: Askers, documents: dict[str, Document], top_k: int = 10) -> dict[str, Any]:
+    """Retriever name -> a function query -> the ids of its top_k documents, asked as the first tenant with
+    every scope (a user's example queries carry no owner); "embed": queries -> their vectors cached first."""
+    tenant = askers.tenants[0] if askers.tenants else None
+    scopes = tuple(sorted({s for d in documents.values() for s in d.scopes}))
+
+    def search(pipeline: Any) -> Any:
+        return lambda query: [h.chunk.doc_id for h in pipeline.run(Query(text=query, tenant=tenant, scopes=scopes)).hits]
+
+    def embed(queries: Sequence[str]) -> None:  # in one batch, into the cache the dense pipeline reads
+        embedder.encode(list(queries), [(tenant, scopes)] * len(queries))
+
+    return {**{r: search(_retrieval(index, embedder, r, top_k)) for r in ("bm25", "dense")}, "embed": embed}
 
 
 def ordered(documents: Sequence[Document], seed: int) -> list[Document]:

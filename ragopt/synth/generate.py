@@ -14,7 +14,7 @@ from ragopt.data import EvalQuery, EvalSet, Evidence
 from ragopt.errors import InputError
 from ragopt.synth import SYNTH_FILE, SynthConfig
 from ragopt.synth.extractive import Candidate
-from ragopt.synth.filters import Askers, Filters, ordered, round_trip_check
+from ragopt.synth.filters import Askers, Filters, ordered, round_trip_check, searchers
 from ragopt.types import Document, Query
 
 ROUND_TRIP_CHUNKER = ChunkerConfig(mode="whole")
@@ -25,6 +25,10 @@ def _generator(documents: Sequence[Document], embedder: Any, config: SynthConfig
         from ragopt.synth.llm import LlmQuestionGenerator
 
         return LlmQuestionGenerator(documents, config, workspace, embedder.resources)
+    if config.like:
+        from ragopt.synth.like import StyledQuestionGenerator
+
+        return StyledQuestionGenerator(documents, embedder, config, workspace)
     from ragopt.synth.extractive import ExtractiveQuestionGenerator
 
     return ExtractiveQuestionGenerator(documents, embedder, config, workspace)
@@ -57,11 +61,17 @@ def synthesize(documents: Sequence[Document], config: SynthConfig, workspace: Pa
     embedder = make_embedder(workspace)
     generator = _generator(documents, embedder, config, workspace)
     round_trip, askers = None, Askers(documents, config.seed)
-    rt = config.round_trip
-    if rt.enabled:
-        report = build_index(documents, ROUND_TRIP_CHUNKER, embedder, workspace, dense=needs_vectors(rt.retriever), progress=progress)
-        round_trip = round_trip_check(report.index, embedder, config, askers)
     docs = {d.id: d for d in documents}
+    rt = config.round_trip
+    if rt.enabled or config.like:
+        dense = needs_vectors(rt.retriever) or bool(config.like)
+        report = build_index(documents, ROUND_TRIP_CHUNKER, embedder, workspace, dense=dense, progress=progress)
+        round_trip = round_trip_check(report.index, embedder, config, askers) if rt.enabled else None
+        if config.like:
+            from ragopt.synth.like import PILOT, Retrieval
+
+            generator.learn(config.like, Retrieval(searchers(report.index, embedder, askers, docs), docs),
+                            ordered(documents, config.seed)[:PILOT], config.seed)
     filters = Filters(config, docs, round_trip)
     kept: list[Candidate] = []
     seen = 0
@@ -87,11 +97,12 @@ def synthesize(documents: Sequence[Document], config: SynthConfig, workspace: Pa
         "model_fingerprint": generator.model_fingerprint,
         "prompt_version": generator.prompt_version,
         "seed": config.seed,
-        "config": config.model_dump(mode="json"),
+        "config": config.model_dump(mode="json", exclude={"like"}),
         "filters": {"round_trip": {**rt.model_dump(mode="json"), "chunker": ROUND_TRIP_CHUNKER.label},
                     "per_document_cap": config.per_document_cap, "duplicate_jaccard": config.duplicate_jaccard},
         "source": source,
         "documents": len(documents),
+        **({"like": generator.style.summary()} if config.like else {}),
         "counts": {"candidates": seen, "kept": len(kept), "dropped": dict(filters.dropped)},
     }
     if len(kept) < config.questions:

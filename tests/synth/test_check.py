@@ -50,7 +50,8 @@ def test_synth_check_against_a_labelled_set(tmp_path: Path) -> None:
                   "--round-trip", "off", "--check-against", str(labelled), "--json", workspace=tmp_path / "ws")
     assert done.returncode == 0, done.stderr
     check = json.loads(done.stdout)["check"]
-    assert set(check["labelled_ndcg"]) == {"whole_dense_k10", "whole_bm25_k10", "whole_hybrid-rrf_k10", "whole_hybrid-convex0.5_k10"}
+    assert set(check["labelled_ndcg"]) == {"whole_dense_k10", "whole_bm25_k10", "whole_hybrid-rrf_k10", "whole_hybrid-convex0.3_k10",
+                                          "whole_hybrid-convex0.7_k10"}
     assert (check["kendall_tau"] is None or -1 <= check["kendall_tau"] <= 1) and check["regret"] >= 0
     other = write_beir(tmp_path / "other", docs=[{"_id": "x1", "title": "", "text": "Another corpus entirely."}],
                        queries=[{"_id": "q", "text": "corpus"}], qrels=[("q", "x1", 1)])
