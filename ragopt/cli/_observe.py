@@ -1,4 +1,4 @@
-"""The flags that send ragopt's figures where teams already look: request traces over OTLP (serve, ask, eval)
+"""The flags that send ragopt's figures where teams already look: request traces over OTLP (serve, ask, eval, sweep)
 and a sweep's trials to MLflow. Nothing of ragopt.observe's exporters is imported unless one is switched on."""
 
 from __future__ import annotations
@@ -63,6 +63,29 @@ def mlflow_trial(run_uri: str, workspace: Any) -> tuple[Any, str]:
 
     run_id = run_uri.removeprefix("runs:/").strip("/")
     return trial_of_run(run_id, tracking_uri(None, field="--from"), workspace / "mlflow" / run_id)
+
+
+def trial_exporter(tracing: Any, questions: dict[str, str]) -> Any:
+    """`on_trial` for run_sweep: the queries a trial ran in this process, each with its judged metrics as
+    gen_ai.evaluation.result events (faithfulness explained by the sentences the judge found unsupported)."""
+    import time
+
+    from ragopt.observe.semconv import evaluation_event
+
+    def export(trial: Any, outcomes: list[Any]) -> None:
+        end = time.time_ns()
+        for i in reversed(range(len(outcomes))):
+            trace = outcomes[i].trace
+            if trace is None:  # reused from an earlier run: nothing ran, nothing to trace
+                continue
+            unsupported = "; ".join(trial.unsupported.get(outcomes[i].query_id, []))
+            events = [evaluation_event(name, trial.per_query[name][i], unsupported if name == "faithfulness" else None)
+                      for name in trial.intervals if trial.per_query.get(name) and trial.per_query[name][i] is not None]
+            tracing.export_trace(trace, "sweep", question=questions.get(outcomes[i].query_id), end_ns=end,
+                                 evaluations=events, trial=trial.id)
+            end -= int(trace.total_ms * 1e6)
+
+    return export
 
 
 def exit_cleanly_on_sigterm() -> None:

@@ -45,6 +45,7 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
                         "with `ray start` (default: a new local Ray instance)")
     add_judge_args(p, model_flag="--judge-model")
     _observe.add_mlflow_arg(p)
+    _observe.add_trace_args(p)
     p.add_argument("--no-progress", action="store_true")
     return p
 
@@ -275,6 +276,7 @@ def run(args: argparse.Namespace) -> int:
     config = load_config(args)
     baseline = SweepResults.load(config.baseline.path) if config.baseline else None  # read before any work
     mlflow = _observe.mlflow_uri(args)
+    tracing = _observe.tracing(args, "sweep")
     if args.docs:
         config = config.model_copy(update={"dataset": str(_common.generated_set(args, config.seed, not args.no_progress))})
     evalset, report_set, report_name = _evalsets(config)
@@ -287,7 +289,10 @@ def run(args: argparse.Namespace) -> int:
     outcome = run_sweep(
         evalset, config, workspace, progress=not args.no_progress,
         runs_dir=out / "runs" if args.save_runs else None, remeasure=args.remeasure,
+        on_trial=_observe.trial_exporter(tracing, {q.query.id: q.query.text for q in evalset.queries}) if tracing else None,
     )
+    if tracing is not None:
+        tracing.shutdown()  # the trials' traces are all queued: send them
     if not config.gates:
         print("warning: no quality gates, so every trial passes and the cheapest (smallest K) is selected; "
               "add --gate, e.g. --gate 'recall@10>=0.9'", file=sys.stderr)

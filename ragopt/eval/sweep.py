@@ -14,7 +14,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from ragopt.config import fingerprint
 from ragopt.data import EvalSet, generated_note
@@ -83,10 +83,12 @@ def run_sweep(
     runs_dir: Path | None = None,
     remeasure: bool = False,
     resources: Any = None,
+    on_trial: Callable[[Trial, list[Any]], None] | None = None,
 ) -> SweepOutcome:
     """Run every trial (the grid, or an Optuna sample of it); with `runs_dir`, also write each trial's
     ranking as a TREC run file there. Outcomes measured by an earlier run of the same sweep on this machine
-    are reused (costs say `latency_cached`) unless `remeasure`."""
+    are reused (costs say `latency_cached`) unless `remeasure`. `on_trial(trial, outcomes)` sees each trial
+    scored in this process (not on Ray), its outcomes in query order (`trace` None where reused)."""
     from ragopt.resources import Resources
 
     t_start = time.perf_counter()
@@ -115,6 +117,8 @@ def run_sweep(
     def evaluate(tid: str, plan: PlanConfig) -> Trial:
         outcomes, index = runner.run(plan, queries, tid)
         trial = score_trial(tid, plan, outcomes, index, evalset, config, names, keep, runner.cache, runner.judge)
+        if on_trial is not None:
+            on_trial(trial, outcomes)
         return record(tid, plan, trial, [o.ms for o in outcomes], (
             (o.query_id, best_per_doc((doc, score) for _, doc, _, _, score in o.ranking)) for o in outcomes))
 

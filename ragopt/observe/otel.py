@@ -9,7 +9,7 @@ delays or fails a request.
 from __future__ import annotations
 
 import time
-from typing import Any, Iterator, Mapping
+from typing import Any, Iterator, Mapping, Sequence
 
 from opentelemetry import propagate
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
@@ -22,6 +22,8 @@ from ragopt.observe.semconv import hashed, model_name, ragopt_attrs, span_name, 
 from ragopt.observe.settings import OtlpSettings
 from ragopt.trace import Span, Trace
 
+# the stages whose output a judge judges: the answer's (its fallbacks' spans are "generate.fallback", ...)
+ANSWERING = ("generate", "extractive", "fallback")
 EXPORT_TIMEOUT_S = 5.0  # per batch: a dead receiver costs the export thread this long, never a request
 
 
@@ -56,10 +58,11 @@ class Tracing:
 
     def export(self, trace: Trace, root_name: str, attrs: dict[str, Any], *, model: str | None = None,
                headers: Mapping[str, str] | None = None, server: bool = False, end_ns: int | None = None,
-               content: dict[str, str] | None = None) -> str:
+               content: dict[str, str] | None = None, evaluations: Sequence[dict[str, Any]] = ()) -> str:
         """One request: a root span `root_name` (joining the caller's trace when `headers` carry a traceparent)
         with a child per stage. `content` (question, answer...) is added only when the user opted in.
-        Returns the trace id (32 hex digits)."""
+        `evaluations`: judge verdicts, as `gen_ai.evaluation.result` events on the span that answered (the root
+        when no stage did). Returns the trace id (32 hex digits)."""
         end = end_ns if end_ns is not None else time.time_ns()
         start = end - int(trace.total_ms * 1e6)
         parent = propagate.extract({k.lower(): v for k, v in headers.items()}) if headers else None
@@ -69,15 +72,22 @@ class Tracing:
         root = self.tracer.start_span(root_name, context=parent, kind=SpanKind.SERVER if server else SpanKind.INTERNAL,
                                       attributes=root_attrs, start_time=start)
         inside = set_span_in_context(root)
+        judged = next((s.name for s in reversed(trace.spans) if s.name.split(".")[0] in ANSWERING), None)
         for span, offset_ms in placed(trace.spans):
             begin = start + int(offset_ms * 1e6)
             child = self.tracer.start_span(span_name(span, model), context=inside, attributes=stage_attributes(span, model),
                                            start_time=begin)
             if span.error:
                 child.set_status(Status(StatusCode.ERROR, span.error))
+            if span.name == judged:
+                for event in evaluations:
+                    child.add_event("gen_ai.evaluation.result", event, timestamp=begin + int(span.ms * 1e6))
             child.end(end_time=begin + int(span.ms * 1e6))
         if trace.degraded:
             root.set_attribute("ragopt.degraded", list(trace.degraded))
+        if judged is None:
+            for event in evaluations:
+                root.add_event("gen_ai.evaluation.result", event, timestamp=end)
         root.end(end_time=end)
         return format(root.get_span_context().trace_id, "032x")
 
@@ -96,16 +106,17 @@ class Tracing:
                            content=content)
 
     def export_trace(self, trace: Trace, command: str, *, question: str | None = None, answer: str | None = None,
-                     tenant: str | None = None, model: str | None = None, end_ns: int | None = None) -> str:
-        """A request of `ragopt ask` or `eval` (a pipeline's Trace as the JSONL holds it)."""
+                     tenant: str | None = None, model: str | None = None, end_ns: int | None = None,
+                     evaluations: Sequence[dict[str, Any]] = (), trial: str | None = None) -> str:
+        """A request of `ragopt ask`, `eval` or a sweep's trial (a pipeline's Trace as the JSONL holds it)."""
         figures = {"request_id": trace.request_id, "query_id": trace.query_id or None, "total_ms": trace.total_ms,
                    "tokens_in": trace.tokens_in, "tokens_out": trace.tokens_out, "cache_hits": trace.cache_hits,
-                   "ttft_ms": trace.attr("ttft_ms")}
+                   "ttft_ms": trace.attr("ttft_ms"), "trial": trial}
         attrs = ragopt_attrs(figures)
         if tenant:
             attrs["ragopt.tenant"] = hashed(tenant)
         return self.export(trace, f"ragopt {command}", attrs, model=model, end_ns=end_ns,
-                           content={"input.value": question, "output.value": answer})
+                           content={"input.value": question, "output.value": answer}, evaluations=evaluations)
 
     def flush(self, timeout_s: float = 10.0) -> bool:
         return self.provider.force_flush(int(timeout_s * 1000))

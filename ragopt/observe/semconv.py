@@ -115,3 +115,11 @@ def _chat_attributes(span: Span) -> dict[str, Any]:
     if attrs.get("finish_reason"):
         out["gen_ai.response.finish_reasons"] = [str(attrs["finish_reason"])]
     return out
+
+
+def evaluation_event(name: str, score: float, explanation: str | None = None) -> dict[str, Any]:
+    """The attributes of a `gen_ai.evaluation.result` event: a judged metric's score for one answer."""
+    out: dict[str, Any] = {"gen_ai.evaluation.name": name, "gen_ai.evaluation.score.value": float(score)}
+    if explanation:
+        out["gen_ai.evaluation.explanation"] = explanation
+    return out

@@ -179,3 +179,52 @@ def test_a_receiver_killed_mid_run_loses_traces_never_requests(tiny_gguf: Path, 
             after = [_ask(url, q, stream=i % 2 == 1) for i, q in enumerate(QUESTIONS)]
             tracing.flush(timeout_s=10)  # the exporter gives these up; nothing reaches the requests
     assert all(out["answer"] and out["trace"]["tokens_out"] > 0 for out in before + after)
+
+
+def test_a_sweep_exports_each_query_it_ran_with_the_judges_verdicts_as_events(tiny_beir: Path, tmp_path: Path,
+                                                                            phoenix_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    from phoenix.client import Client
+
+    from ragopt.cli import main
+
+    project = f"sweep-{uuid.uuid4().hex[:8]}"
+    monkeypatch.setenv("OTEL_SERVICE_NAME", project)
+    out = tmp_path / "out"
+    assert main(["--workspace", str(tmp_path / "ws"), "sweep", "--dataset", str(tiny_beir), "--retrievers", "bm25",
+                 "--chunk-sizes", "whole", "--top-k", "1,3", "--set", "generate.generator=extractive", "--judge", "support",
+                 "--out", str(out), "--otlp", phoenix_url, "--no-progress"]) == 0
+    results = json.loads((out / "results.json").read_text(encoding="utf-8"))
+    n_traces = len(results["trials"]) * len(results["query_ids"])
+    spans = _phoenix_spans(Client(base_url=phoenix_url), project, want=n_traces * 3)
+    roots = [s for s in spans if s["name"] == "ragopt sweep"]
+    assert len(roots) == n_traces
+    checked = 0
+    for root in roots:
+        trial = next(t for t in results["trials"] if t["id"] == root["attributes"]["ragopt.trial"])
+        i = results["query_ids"].index(root["attributes"]["ragopt.query_id"])
+        (answering,) = [s for s in spans if s["parent_id"] == root["context"]["span_id"] and s["events"]]
+        verdicts = {e["attributes"]["gen_ai.evaluation.name"]: e["attributes"]["gen_ai.evaluation.score.value"]
+                    for e in answering["events"] if e["name"] == "gen_ai.evaluation.result"}
+        expected = {name: trial["per_query"][name][i] for name in trial["intervals"] if trial["per_query"][name][i] is not None}
+        assert verdicts == expected and "faithfulness" in expected
+        checked += 1
+    assert checked == n_traces
+
+
+def test_eval_and_ask_export_their_requests_too(tiny_beir: Path, tmp_path: Path, phoenix_url: str,
+                                                 monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    from phoenix.client import Client
+
+    from ragopt.cli import main
+
+    project = f"eval-{uuid.uuid4().hex[:8]}"
+    monkeypatch.setenv("OTEL_SERVICE_NAME", project)
+    common = ["--dataset", str(tiny_beir), "--retriever", "bm25", "--otlp", phoenix_url]
+    assert main(["--workspace", str(tmp_path / "ws"), "eval", *common, "--json"]) == 0
+    n_queries = json.loads(capsys.readouterr().out)["n_queries"]
+    assert main(["--workspace", str(tmp_path / "ws"), "ask", *common, "--extractive", "--trace-content", QUESTIONS[0]]) == 0
+    spans = _phoenix_spans(Client(base_url=phoenix_url), project, want=3 * n_queries + 4)
+    roots = {s["name"]: [r for r in spans if r["name"] == s["name"]] for s in spans if s["parent_id"] is None}
+    assert len(roots["ragopt eval"]) == n_queries and len(roots["ragopt ask"]) == 1
+    assert roots["ragopt ask"][0]["attributes"]["input.value"] == QUESTIONS[0]
+    assert all("input.value" not in r["attributes"] for r in roots["ragopt eval"])  # not opted in
