@@ -95,7 +95,8 @@ class Chunker:
         tokenizer = self._tokenizer
         if tokenizer is None:
             return lambda text: [zlib.crc32(text[s:e].encode()) for s, e in word_spans(text)]
-        return lambda text: tokenizer.encode(text, add_special_tokens=False).ids
+        # encode_batch_fast computes no offsets: the same ids in 25-45% less CPU time (shipped corpus, docs/speed.md)
+        return lambda text: tokenizer.encode_batch_fast([text], add_special_tokens=False)[0].ids
 
     @cached_property
     def splits_on_whitespace(self) -> bool:
