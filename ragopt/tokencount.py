@@ -3,8 +3,7 @@ model's own vocabulary (llama.cpp loads the vocabulary alone, without weights)."
 
 from __future__ import annotations
 
-import zlib
-from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 from typing import Callable
 
@@ -12,14 +11,21 @@ from ragopt.config import ChunkerConfig, EmbedderConfig
 from ragopt.errors import InputError
 
 
-@dataclass(frozen=True)
-class TokenCounter:
-    name: str  # what the results say was used
-    fingerprint: str  # what cached counts are keyed by
-    tokenize: Callable[[str], list[int]]
+# distinct texts whose counts one counter remembers: a sweep's passages, turns and prompt lines fit many times over
+COUNT_CACHE_ENTRIES = 1 << 16
 
-    def count(self, text: str) -> int:
-        return len(self.tokenize(text))
+
+class TokenCounter:
+    """A tokenizer's `tokenize`, and `count` remembered by text (the same passages are counted in every trial).
+    `splits_on_whitespace`: no token spans whitespace, so a text's count is the sum of its lines' counts."""
+
+    def __init__(self, name: str, fingerprint: str, tokenize: Callable[[str], list[int]], *,
+                 splits_on_whitespace: bool = False):
+        self.name = name  # what the results say was used
+        self.fingerprint = fingerprint  # what cached counts are keyed by
+        self.tokenize = tokenize
+        self.splits_on_whitespace = splits_on_whitespace
+        self.count: Callable[[str], int] = lru_cache(maxsize=COUNT_CACHE_ENTRIES)(lambda text: len(tokenize(text)))
 
 
 def token_counter(spec: str, embedder: EmbedderConfig) -> TokenCounter:
@@ -28,12 +34,8 @@ def token_counter(spec: str, embedder: EmbedderConfig) -> TokenCounter:
         from ragopt.backends.chunker import Chunker
 
         chunker = Chunker(ChunkerConfig(mode="tokens"), embedder)
-        offsets = chunker.token_offsets
-
-        def tokenize(text: str) -> list[int]:  # a stable id per token string (the tokenizer's offsets give no ids)
-            return [zlib.crc32(text[start:end].encode()) for start, end in offsets(text)]
-
-        return TokenCounter(f"embedder:{embedder.model}", chunker.fingerprint, tokenize)
+        return TokenCounter(f"embedder:{embedder.model}", chunker.fingerprint, chunker.token_ids,
+                            splits_on_whitespace=chunker.splits_on_whitespace)
     from ragopt.gguf_meta import default_model_path, model_fingerprint
 
     path = default_model_path() if spec == "generator" else Path(spec)

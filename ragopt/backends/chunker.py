@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import bisect
 import hashlib
+import json
+import zlib
 from functools import cached_property
 from pathlib import Path
-from typing import Callable, Iterable
+from typing import Any, Callable, Iterable
 
 from ragopt.config import MULTILINGUAL_E5, ChunkerConfig, EmbedderConfig, fingerprint
 from ragopt.errors import InputError
@@ -25,6 +27,8 @@ TokenOffsets = Callable[[str], list[tuple[int, int]]]
 # indexes chunked by the old rules are never reused as if they were current. 3: Chinese sentence ends, Han
 # characters counted one by one by the whitespace tokenizer, cuts never inside a character.
 CHUNKING_VERSION = 3
+# tokenizers' pre-tokenizers that split at every whitespace character (and maybe more), never joining across it
+_WHITESPACE_PRE_TOKENIZERS = frozenset({"BertPreTokenizer", "Whitespace", "WhitespaceSplit"})
 
 
 class Chunker:
@@ -64,19 +68,46 @@ class Chunker:
         )
 
     @cached_property
-    def token_offsets(self) -> TokenOffsets:
+    def _tokenizer(self) -> Any:
+        """The `tokenizers.Tokenizer` of `_tokenizer_file` (None for whitespace tokens)."""
         if self._tokenizer_file is None:
-            return word_spans
+            return None
         from tokenizers import Tokenizer
 
         tokenizer = Tokenizer.from_file(str(self._tokenizer_file))
         tokenizer.no_truncation()
         tokenizer.no_padding()
+        return tokenizer
+
+    @cached_property
+    def token_offsets(self) -> TokenOffsets:
+        tokenizer = self._tokenizer
+        if tokenizer is None:
+            return word_spans
 
         def offsets(text: str) -> list[tuple[int, int]]:
             return list(tokenizer.encode(text, add_special_tokens=False).offsets)
 
         return offsets
+
+    @cached_property
+    def token_ids(self) -> Callable[[str], list[int]]:
+        """A text's token ids: the vocabulary's, or for whitespace tokens a CRC of each token's text. Cheaper than
+        `token_offsets` when only the tokens matter (no offset tuples built)."""
+        tokenizer = self._tokenizer
+        if tokenizer is None:
+            return lambda text: [zlib.crc32(text[s:e].encode()) for s, e in word_spans(text)]
+        # encode_batch_fast computes no offsets: the same ids in 25-45% less CPU time (shipped corpus, docs/speed.md)
+        return lambda text: tokenizer.encode_batch_fast([text], add_special_tokens=False)[0].ids
+
+    @cached_property
+    def splits_on_whitespace(self) -> bool:
+        """True when no token spans whitespace (a WordPiece tokenizer's BERT pre-tokenizer, whitespace tokens): a
+        text's tokens are then its whitespace-separated parts' tokens, in order."""
+        if self._tokenizer_file is None:
+            return True
+        pre = json.loads(self._tokenizer_file.read_text(encoding="utf-8")).get("pre_tokenizer") or {}
+        return pre.get("type") in _WHITESPACE_PRE_TOKENIZERS
 
     def chunk(self, doc: Document) -> list[Chunk]:
         if self.config.mode == "whole":

@@ -6,7 +6,8 @@ results.json is written from, so a figure in MLflow equals the one in results.js
 - parent run: the objective, gates and dataset as params, the selected trial as a tag, results.json, results.csv,
   summary.md and report.html as artifacts.
 - a re-run finds the parent by the sweep's fingerprint (dataset, search space, objective, gates) and each child by
-  its trial id: trials already logged are not logged again (their tags are brought up to date).
+  its trial id: no run is created twice; a figure that changed (a latency measured again) is logged as the run's
+  latest value of that metric, and the tags are brought up to date.
 
 MLflow names may not hold "@": `recall@10` is logged as `recall_at_10` (`metric_key`).
 Imports the MLflow client (`pip install 'ragopt[observe]'`): only when a sweep is logged or a run is read.
@@ -109,6 +110,9 @@ class _Runs:
     def __init__(self, uri: str):
         from mlflow import MlflowClient
 
+        # MLflow prints a "View run ... at" line to stdout per finished run: stdout is ragopt's table, the run ids
+        # go to stderr in ragopt's own line
+        os.environ.setdefault("MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT", "true")
         self.client = MlflowClient(tracking_uri=uri)
 
     def experiment(self, name: str) -> str:
@@ -154,17 +158,20 @@ def log_sweep(results: SweepResults, outputs: dict[str, Path], uri: str, experim
         runs.log(parent, params={"objective": results.objective, "gates": json.dumps(results.gates),
                                  "dataset": results.dataset.name, "dataset.fingerprint": results.dataset.fingerprint,
                                  "n_queries": str(results.dataset.n_queries), "n_trials": str(len(results.trials))})
-    children = {r.data.tags.get("ragopt.trial"): r.info.run_id
-                for r in runs.search(experiment_id, f"tags.`mlflow.parentRunId` = '{parent}'")}
+    children = {r.data.tags.get("ragopt.trial"): r for r in runs.search(experiment_id, f"tags.`mlflow.parentRunId` = '{parent}'")}
     logged = 0
     for trial in results.trials:
-        run_id = children.get(trial.id)
-        if run_id is None:
+        found = children.get(trial.id)
+        metrics = trial_metrics(trial)
+        if found is None:
             run_id = runs.client.create_run(experiment_id, run_name=trial.id, tags={
                 "mlflow.parentRunId": parent, "ragopt.trial": trial.id, "ragopt.sweep": key, "ragopt.role": "trial"}).info.run_id
-            runs.log(run_id, metrics=trial_metrics(trial), params=trial_params(trial))
+            runs.log(run_id, metrics=metrics, params=trial_params(trial))
             runs.client.set_terminated(run_id, "FINISHED")
             logged += 1
+        else:  # the run is kept; a figure this results.json measured again (a latency) becomes its latest value
+            run_id = found.info.run_id
+            runs.log(run_id, metrics={k: v for k, v in metrics.items() if found.data.metrics.get(k) != v})
         runs.log(run_id, tags=trial_tags(results, trial))  # a new gate or selection changes them
     held = {f"held_out.{k}": v for k, v in (results.held_out.metrics.items() if results.held_out else []) if measured(v) is not None}
     runs.log(parent, metrics={metric_key(k): float(v) for k, v in held.items()},

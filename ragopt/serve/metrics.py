@@ -29,7 +29,7 @@ class ServeMetrics:
         self.cache_misses = Counter("ragopt_cache_misses", "cache misses", ["cache"], registry=r)
         self.saved_tokens = Counter("ragopt_cache_saved_tokens", "model tokens an answer-cache hit saved", ["tenant"], registry=r)
         self.saved_cost = Counter("ragopt_cache_saved_cost", "cost an answer-cache hit saved (price table)", ["tenant"], registry=r)
-        self.rate_limited = Counter("ragopt_rate_limited", "requests refused with 429", ["reason"], registry=r)
+        self.rate_limited = Counter("ragopt_rate_limited", "requests refused with 429 or 503 + Retry-After, by reason", ["reason"], registry=r)
         self.timeouts = Counter("ragopt_timeouts", "requests that ran past their deadline", registry=r)
         self.degraded = Counter("ragopt_degraded", "answers from a fallback", registry=r)
         self.cost = Counter("ragopt_cost", "cost from the price table (currency units)", ["tenant"], registry=r)

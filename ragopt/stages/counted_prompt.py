@@ -31,7 +31,7 @@ def _build(config: PromptStageConfig, ctx: BuildContext) -> BuildPrompt | None:
     counter = ctx.resources.get(("token-counter", config.tokenizer, ctx.plan.embedder.fingerprint()),
                                 lambda: token_counter(config.tokenizer, ctx.plan.embedder))
     layout = PromptConfig.model_validate(config.model_dump(include=set(PromptConfig.model_fields)))
-    return BuildPrompt(CountingRenderer(counter.tokenize, counter.fingerprint), config.budget_tokens, layout)
+    return BuildPrompt(CountingRenderer(counter), config.budget_tokens, layout)
 
 
 SPEC = StageSpec("prompt", PromptStageConfig, _build, slot="prompt")

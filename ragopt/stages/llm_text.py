@@ -18,7 +18,7 @@ from typing import Any, Sequence
 from ragopt.backends.llama_decode import Decoder
 from ragopt.errors import ContextOverflow, QueueTimeout
 from ragopt.stages.generate_llama import Engine
-from ragopt.stages.prompt import _prefix_tokens
+from ragopt.stages.prompt_search import prefix_tokens
 
 Owner = tuple[str | None, tuple[str, ...]]
 
@@ -66,7 +66,7 @@ def complete(
     if len(tokens) + max_tokens > engine.n_ctx:
         raise ContextOverflow(f"prompt of {len(tokens)} tokens + {max_tokens} to generate exceed the context ({engine.n_ctx})")
     at = text.find(system)
-    public = _prefix_tokens(text, tokens, at + len(system), engine.renderer.tokenize) if at >= 0 else 0
+    public = prefix_tokens(text, tokens, at + len(system), engine.renderer.tokenize) if at >= 0 else 0
 
     t_queue = time.perf_counter()
     if not engine.lock.acquire(timeout_s):

@@ -28,14 +28,18 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass, field
-from typing import Any, Callable, Protocol, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Protocol, Sequence
 
 from pydantic import Field
 
 from ragopt.config import StrictModel, knob
 from ragopt.errors import InputError
 from ragopt.pipeline import RequestState
+from ragopt.stages.prompt_search import LineCounts, largest, prefix_tokens
 from ragopt.types import Hit, Query, Turn
+
+if TYPE_CHECKING:
+    from ragopt.tokencount import TokenCounter
 
 DEFAULT_SYSTEM = "You are a careful assistant that answers questions from the numbered passages it is given."
 
@@ -155,7 +159,11 @@ def prompt_parts(query: Query, hits: Sequence[Hit], config: PromptConfig) -> Pro
 
 
 class Renderer(Protocol):
-    """Turns chat messages into the exact text and tokens the model sees (the GGUF chat template)."""
+    """Turns chat messages into the exact text and tokens the model sees (the GGUF chat template).
+
+    A renderer may also have `count(text)` (token counts remembered by text) and `splits_on_whitespace = True`
+    when no token of its tokenizer spans whitespace: then a prompt's count is the sum of its lines' counts, and
+    fitting tokenizes only the prompt it returns."""
 
     def render(self, messages: list[dict[str, str]]) -> str: ...
 
@@ -163,12 +171,14 @@ class Renderer(Protocol):
 
 
 class CountingRenderer:
-    """A model-free layout (role headers, as WordRenderer) tokenized by a real tokenizer, e.g. a
+    """A model-free layout (role headers, as WordRenderer) tokenized by a real tokenizer, a
     `ragopt.tokencount.TokenCounter`: what a sweep without an LLM counts context tokens with."""
 
-    def __init__(self, tokenize: Callable[[str], list[int]], identity: str):
-        self.tokenize = tokenize
-        self.identity = identity
+    def __init__(self, counter: TokenCounter):
+        self.tokenize = counter.tokenize
+        self.count = counter.count
+        self.splits_on_whitespace = counter.splits_on_whitespace
+        self.identity = counter.fingerprint
 
     def render(self, messages: list[dict[str, str]]) -> str:
         return WordRenderer().render(messages)
@@ -176,6 +186,8 @@ class CountingRenderer:
 
 class WordRenderer:
     """A model-free renderer for tests and estimates: role headers, one token per whitespace-separated word."""
+
+    splits_on_whitespace = True
 
     def render(self, messages: list[dict[str, str]]) -> str:
         return "".join(f"<{m['role']}>\n{m['content']}\n" for m in messages) + "<assistant>\n"
@@ -212,137 +224,113 @@ def prompt_fingerprint(prompt: FittedPrompt | None) -> str | None:
     return None if prompt is None else hashlib.sha256(prompt.text.encode()).hexdigest()[:16]
 
 
-def _common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
-    return next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
-
-
-def _prefix_tokens(text: str, tokens: list[int], end_char: int, tokenize: Callable[[str], list[int]]) -> int:
-    """How many of `tokens` (the whole prompt) encode exactly `text[:end_char]`; merges across the cut shorten it."""
-    if end_char <= 0:
-        return 0
-    return _common_prefix(tokenize(text[:end_char]), tokens)
-
-
-def _largest(lo: int, hi: int, ok: Callable[[int], bool], start: int | None = None) -> int | None:
-    """Largest x in [lo, hi] with ok(x), for ok true up to some x and false beyond; None if ok(lo) fails.
-
-    A check tokenizes a prompt of about x parts, so the search goes out from `start` (a guess; lo without one)
-    in doubling steps, down or up, before it bisects: the checks stay near the answer. Plain bisection over
-    the 100 passages an evaluation retrieves, when a few of them fit, tokenized the largest prompts first."""
-    if not ok(lo):
-        return None
-    x = lo if start is None else min(max(start, lo), hi)
-    step = 1
-    if x > lo and not ok(x):  # the answer is below the guess
-        hi = x - 1
-        while True:
-            probe = max(x - step, lo)
-            if probe == lo or ok(probe):
-                lo = probe
-                break
-            hi, step = probe - 1, step * 2
-    else:
-        lo = x
-        while lo < hi:
-            probe = min(lo + step, hi)
-            if not ok(probe):
-                hi = probe - 1
-                break
-            lo, step = probe, step * 2
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        if ok(mid):
-            lo = mid
-        else:
-            hi = mid - 1
-    return lo
+Cut = tuple[int, int, int, "str | None"]  # passages, verbatim turns dropped, summary words, question (None: whole)
 
 
 class _Candidates:
     """The prompts `parts` can give up content into: the first n passages, the verbatim turns after the first
-    n_drop, the summary's first n words, the question (or a head of it), each rendered and tokenized."""
+    n_drop, the summary's first n words, the question (or a head of it). Each is rendered once, estimated from
+    its lines' counts, and tokenized only when an exact check needs it."""
 
     def __init__(self, parts: PromptParts, renderer: Renderer, budget_tokens: int):
         self.parts, self.renderer, self.budget = parts, renderer, budget_tokens
+        self.lines = LineCounts(renderer)
         self.passages = list(parts.passages)
         self.summary = parts.history[0] if parts.history and parts.history[0].role == "system" else None
         self.verbatim = list(parts.history[1:] if self.summary is not None else parts.history)
         self.summary_words = self.summary.content.split() if self.summary is not None else []
-        self._built: dict[tuple[Any, ...], tuple[PromptParts, str, list[int]]] = {}
+        self._rendered: dict[Cut, tuple[PromptParts, str]] = {}
+        self._tokens: dict[Cut, list[int]] = {}
 
-    def build(self, n_pass: int, n_drop: int, n_summary_words: int, question: str | None = None) -> tuple[PromptParts, str, list[int]]:
-        key = (n_pass, n_drop, n_summary_words, question)
-        if key not in self._built:  # the search checks the prompt it then returns: tokenized once
-            self._built[key] = self._build(*key)
-        return self._built[key]
+    def render(self, n_pass: int, n_drop: int, n_summary_words: int, question: str | None = None) -> tuple[PromptParts, str]:
+        cut = (n_pass, n_drop, n_summary_words, question)
+        if cut not in self._rendered:
+            words = self.summary_words[:n_summary_words]
+            kept_summary = [Turn(role="system", content=" ".join(words))] if n_summary_words else []
+            p = PromptParts(
+                public_system=self.parts.public_system,
+                tenant_system=self.parts.tenant_system,
+                passages=self.passages[:n_pass],
+                history=kept_summary + self.verbatim[n_drop:],
+                question=self.parts.question if question is None else question,
+            )
+            self._rendered[cut] = (p, self.renderer.render(p.messages()))
+        return self._rendered[cut]
 
-    def _build(self, n_pass: int, n_drop: int, n_summary_words: int, question: str | None) -> tuple[PromptParts, str, list[int]]:
-        words = self.summary_words[:n_summary_words]
-        kept_summary = [Turn(role="system", content=" ".join(words))] if n_summary_words else []
-        p = PromptParts(
-            public_system=self.parts.public_system,
-            tenant_system=self.parts.tenant_system,
-            passages=self.passages[:n_pass],
-            history=kept_summary + self.verbatim[n_drop:],
-            question=self.parts.question if question is None else question,
-        )
-        text = self.renderer.render(p.messages())
-        return p, text, self.renderer.tokenize(text)
+    def tokens(self, n_pass: int, n_drop: int, n_summary_words: int, question: str | None = None) -> list[int]:
+        cut = (n_pass, n_drop, n_summary_words, question)
+        if cut not in self._tokens:  # the search checks the prompt it then returns: tokenized once
+            self._tokens[cut] = self.renderer.tokenize(self.render(*cut)[1])
+        return self._tokens[cut]
 
-    def fits(self, *args: Any) -> bool:
-        return len(self.build(*args)[2]) <= self.budget
+    def estimate_fits(self, *cut: Any) -> bool:
+        return self.lines.estimate(self.render(*cut)[1]) <= self.budget
 
-    def guess_passages(self, n_summary_words: int) -> int:
-        """How many passages fit by their own token counts added, in rank order, to the prompt without any: where
-        the exact search starts (joined into one prompt a few tokens differ)."""
-        used = len(self.build(0, 0, n_summary_words)[2])
-        for n, passage in enumerate(self.passages):
-            used += len(self.renderer.tokenize(format_passage(passage)))
-            if used > self.budget:
-                return n
-        return len(self.passages)
+    def fits(self, *cut: Any) -> bool:
+        return len(self.tokens(*cut)) <= self.budget
 
-    def cut(self) -> tuple[int, int, int, str | None]:
-        """(passages, verbatim turns dropped, summary words, question or None) of the largest prompt that fits,
-        giving up content in the order of the module docstring."""
-        fits, verbatim = self.fits, self.verbatim
+    def estimate_is_exact(self, cut: Cut) -> bool:
+        """The one tokenization of a prompt fitted from counts: it holds as many tokens as its lines add up to."""
+        return self.lines.exact and len(self.tokens(*cut)) == self.lines.estimate(self.render(*cut)[1])
+
+    def cut(self, fits: Callable[..., bool], guess: Cut | None = None) -> Cut | None:
+        """The largest prompt for which `fits` holds, giving up content in the order of the module docstring; None
+        when not even the system text and an empty question fit. The searches start from `guess` when given."""
+        verbatim = self.verbatim
         n_pass, n_drop, n_words, question = len(self.passages), 0, len(self.summary_words), None
+        g_pass, g_drop, g_words, g_question = guess if guess is not None else (None, None, None, None)
         one = min(n_pass, 1)
-        k = _largest(one, n_pass, lambda k: fits(k, 0, n_words), start=self.guess_passages(n_words))  # all, else 1.
+        k = largest(one, n_pass, lambda k: fits(k, 0, n_words), start=g_pass)  # 1. passages: all, else 1
         if k is not None:
             return k, n_drop, n_words, question
-        keep = _largest(0, len(verbatim), lambda keep: fits(one, len(verbatim) - keep, n_words))  # 2. turns, oldest first
+        keep_guess = None if g_drop is None else len(verbatim) - g_drop
+        keep = largest(0, len(verbatim), lambda keep: fits(one, len(verbatim) - keep, n_words), start=keep_guess)  # 2. turns, oldest first
         n_drop = len(verbatim) - (keep or 0)
         if keep is not None:
             return one, n_drop, n_words, question
-        w = _largest(0, n_words, lambda w: fits(one, n_drop, w))  # 3. the summary, from its end
+        w = largest(0, n_words, lambda w: fits(one, n_drop, w), start=g_words)  # 3. the summary, from its end
         if w is not None:
             return one, n_drop, w, question
         if fits(0, n_drop, 0):  # 4. the last passage
             return 0, n_drop, 0, question
         q = self.parts.question  # 5. the question's tail
-        n_chars = _largest(0, len(q), lambda n: fits(0, n_drop, 0, q[:n]))
-        if n_chars is None:
-            raise InputError(
-                f"the system prompt and instructions alone exceed the token budget ({self.budget} tokens); "
-                "raise n_ctx, lower max_tokens or shorten the instructions"
-            )
-        return 0, n_drop, 0, q[:n_chars]
+        n_chars = largest(0, len(q), lambda n: fits(0, n_drop, 0, q[:n]), start=None if g_question is None else len(g_question))
+        return None if n_chars is None else (0, n_drop, 0, q[:n_chars])
+
+    def head_tokens(self, text: str, tokens: list[int], end_char: int) -> int:
+        """How many of the prompt's `tokens` encode exactly `text[:end_char]`: from the lines' counts when the
+        tokenizer splits on whitespace and whitespace follows, else by tokenizing the head."""
+        if self.lines.exact and (end_char >= len(text) or text[end_char].isspace()):
+            return min(self.lines.estimate(text[:end_char]), len(tokens))
+        return prefix_tokens(text, tokens, end_char, self.renderer.tokenize)
 
 
 def fit_prompt(parts: PromptParts, renderer: Renderer, budget_tokens: int) -> FittedPrompt:
-    """The largest prompt within `budget_tokens`, giving up content in the order of the module docstring."""
+    """The largest prompt within `budget_tokens`, giving up content in the order of the module docstring.
+
+    The cut is found from the prompt lines' token counts; the prompt it gives is then tokenized whole. When the
+    tokenizer splits on whitespace the counts add up exactly and that one tokenization confirms it; otherwise
+    (a merge across a line break can shorten or lengthen a prompt) exact checks search on from the estimate."""
     if budget_tokens <= 0:
         raise InputError(f"no room for a prompt: the token budget is {budget_tokens} (context minus max_tokens)")
     candidates = _Candidates(parts, renderer, budget_tokens)
-    n_pass, n_drop, n_words, question = candidates.cut()
-    p, text, tokens = candidates.build(n_pass, n_drop, n_words, question)
+    found = guess = candidates.cut(candidates.estimate_fits)
+    if guess is None or not candidates.estimate_is_exact(guess):
+        found = candidates.cut(candidates.fits, guess)
+    if found is None:
+        raise InputError(
+            f"the system prompt and instructions alone exceed the token budget ({budget_tokens} tokens); "
+            "raise n_ctx, lower max_tokens or shorten the instructions"
+        )
+    n_pass, n_drop, n_words, question = found
+    p, text = candidates.render(*found)
+    tokens = candidates.tokens(*found)
     summary = candidates.summary
     system_at = text.find(p.system)
     stable = public = 0
     if system_at >= 0:
-        stable = _prefix_tokens(text, tokens, system_at + len(p.system), renderer.tokenize)
-        public = _prefix_tokens(text, tokens, system_at + len(p.public_system), renderer.tokenize)
+        stable = candidates.head_tokens(text, tokens, system_at + len(p.system))
+        public = candidates.head_tokens(text, tokens, system_at + len(p.public_system))
     return FittedPrompt(
         messages=p.messages(),
         text=text,

@@ -55,7 +55,14 @@ def test_a_sweep_logs_a_parent_and_a_child_per_trial_once(tiny_beir: Path, tmp_p
     assert {"results.json", "summary.md", "report.html"} <= artifacts
 
     assert main(args) == 0  # unchanged: the trials come from the workspace, and no run is logged twice
-    assert len(client.search_runs([exp_id])) == len(runs)
+    again = client.search_runs([exp_id])
+    assert len(again) == len(runs)
+    rerun = json.loads((tmp_path / "out" / "results.json").read_text(encoding="utf-8"))
+    latest = {r.data.tags["ragopt.trial"]: r.data.metrics for r in again if r.data.tags.get("ragopt.role") == "trial"}
+    for trial in rerun["trials"]:  # a figure measured again (a latency) is the run's latest value
+        figures = {**trial["metrics"], **trial["costs"]}
+        assert latest[trial["id"]] == {metric_key(k): v for k, v in figures.items()
+                                       if isinstance(v, (int, float)) and not isinstance(v, bool)}
 
     child = children[results["selected"]].info.run_id
     monkeypatch.setenv("MLFLOW_TRACKING_URI", mlflow_url)
