@@ -18,12 +18,10 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
 from opentelemetry.trace import SpanKind, Status, StatusCode, set_span_in_context
 
-from ragopt.observe.semconv import hashed, model_name, ragopt_attrs, span_name, stage_attributes
+from ragopt.observe.semconv import ANSWERING, hashed, model_name, ragopt_attrs, span_name, stage_attributes
 from ragopt.observe.settings import OtlpSettings
 from ragopt.trace import Span, Trace
 
-# the stages whose output a judge judges: the answer's (its fallbacks' spans are "generate.fallback", ...)
-ANSWERING = ("generate", "extractive", "fallback")
 EXPORT_TIMEOUT_S = 5.0  # per batch: a dead receiver costs the export thread this long, never a request
 
 

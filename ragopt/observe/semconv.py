@@ -28,6 +28,8 @@ KINDS: dict[str, tuple[str | None, str]] = {
 }
 CHAIN = (None, "CHAIN")  # prompt, compress, history, attribute, extractive answers: ragopt's own steps
 _SCALARS = (bool, int, float, str)
+# the span names whose output a judge judges: the answer's (its fallbacks' spans are "generate.fallback", ...)
+ANSWERING = ("generate", "extractive", "fallback")
 
 
 def kind_of(span: Span) -> tuple[str | None, str]:
