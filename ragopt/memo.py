@@ -28,7 +28,7 @@ from ragopt.config import fingerprint
 from ragopt.trace import Span, Trace, now_ms
 from ragopt.types import Chunk, Hit
 
-NAMESPACE = "stage-memo"
+NAMESPACE = "stage-memo-2"  # -2: a remembered span carries its stage's kind (older entries did not)
 
 
 def stage_identity(stage: Any) -> Any:

@@ -47,6 +47,9 @@ class RequestState:
 
 @runtime_checkable
 class Stage(Protocol):
+    """A step of the chain. A stage may also declare `span_kind` (OpenInference's RETRIEVER, RERANKER, EMBEDDING,
+    LLM), which its span carries to exporters; without it, CHAIN."""
+
     name: str
     reads: tuple[str, ...]
     writes: tuple[str, ...]
@@ -163,7 +166,8 @@ class Pipeline:
         stage = step.stage
         remaining = state.remaining_s()
         if remaining is not None and remaining <= 0:
-            trace.spans.append(Span(name=stage.name, start_ms=now_ms() - t0, ms=0.0, skipped=True, error="deadline"))
+            trace.spans.append(Span(name=stage.name, kind=getattr(stage, "span_kind", "CHAIN"), start_ms=now_ms() - t0,
+                                    ms=0.0, skipped=True, error="deadline"))
             if step.fallback is None:
                 trace.degraded.append(f"{stage.name}: skipped, deadline passed")
                 return state
@@ -195,7 +199,8 @@ class Pipeline:
         state.usage = Usage()
         items_in = len(state.hits)
         start = now_ms()
-        span = Span(name=span_name, start_ms=start - t0, ms=0.0, items_in=items_in)
+        span = Span(name=span_name, kind=getattr(stage, "span_kind", "CHAIN"), start_ms=start - t0, ms=0.0,
+                    items_in=items_in, answered="answer" in stage.writes and "answer" not in stage.reads)
         trace.spans.append(span)
         try:
             state = stage.run(state)

@@ -43,6 +43,10 @@ class Usage(BaseModel):
 
 class Span(BaseModel):
     name: str
+    # what its stage is, in OpenInference's words (RETRIEVER, RERANKER, EMBEDDING, LLM; CHAIN for ragopt's own
+    # steps): declared by the stage class as `span_kind`, so an exporter needs no table of stage names
+    kind: str = "CHAIN"
+    answered: bool = False  # its stage wrote the request's answer (what a judge's verdict is about)
     start_ms: float  # offset from the start of the request
     ms: float
     items_in: int = 0

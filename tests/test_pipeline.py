@@ -70,6 +70,7 @@ def test_one_span_per_stage_with_items_and_cache_counts(tiny_index: Any) -> None
     assert first.trace.total_ms >= sum(s.ms for s in first.trace.spans)
     assert first.hits[0].chunk.doc_id == "d5" and [h.rank for h in first.hits] == [1, 2, 3]
     assert first.trace.degraded == []
+    assert [s.kind for s in first.trace.spans] == ["EMBEDDING", "RETRIEVER", "RETRIEVER", "RETRIEVER"]  # as declared
 
     second = pipeline.run(text)
     assert (second.trace.spans[0].usage.cache_hits, second.trace.spans[0].usage.cache_misses) == (1, 0)
@@ -84,6 +85,7 @@ def test_a_failing_stage_with_a_fallback_is_visible(tiny_index: Any) -> None:
     failed, fallback = result.trace.spans[1:]
     assert failed.name == "vector" and failed.error == "RuntimeError: store unavailable"
     assert fallback.name == "vector.fallback" and fallback.error is None and fallback.items_out == len(result.hits)
+    assert (failed.kind, fallback.kind) == ("CHAIN", "RETRIEVER")  # a fault declares no kind; BM25 does
     assert result.hits and result.hits[0].chunk.doc_id == "d3" and result.hits[0].retriever == "bm25"
 
 

@@ -18,7 +18,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
 from opentelemetry.trace import SpanKind, Status, StatusCode, set_span_in_context
 
-from ragopt.observe.semconv import ANSWERING, hashed, model_name, ragopt_attrs, span_name, stage_attributes
+from ragopt.observe.semconv import hashed, model_name, ragopt_attrs, span_name, stage_attributes
 from ragopt.observe.settings import OtlpSettings
 from ragopt.trace import Span, Trace
 
@@ -70,7 +70,7 @@ class Tracing:
         root = self.tracer.start_span(root_name, context=parent, kind=SpanKind.SERVER if server else SpanKind.INTERNAL,
                                       attributes=root_attrs, start_time=start)
         inside = set_span_in_context(root)
-        judged = next((s.name for s in reversed(trace.spans) if s.name.split(".")[0] in ANSWERING), None)
+        judged = next((s.name for s in reversed(trace.spans) if s.answered), None)
         for span, offset_ms in placed(trace.spans):
             begin = start + int(offset_ms * 1e6)
             child = self.tracer.start_span(span_name(span, model), context=inside, attributes=stage_attributes(span, model),

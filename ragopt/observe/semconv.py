@@ -2,7 +2,7 @@
 (chat, embeddings, retrieval), an OpenInference span kind for every span (so Phoenix and MLflow show each stage
 for what it is), and ragopt's own figures under `ragopt.*`. Plain Python: no SDK import.
 
-The stage is known by the name its span carries (the stage's `name`, `.fallback` or `.small` suffixes aside).
+What a stage is comes from its span's `kind`, which the stage class declares (ragopt.trace.Span.kind).
 """
 
 from __future__ import annotations
@@ -13,32 +13,18 @@ from typing import Any
 
 from ragopt.trace import Span
 
-# span name (before any ".") -> (gen_ai.operation.name or None where the GenAI conventions define none, OpenInference kind)
-KINDS: dict[str, tuple[str | None, str]] = {
-    "embed": ("embeddings", "EMBEDDING"),
-    "vector": ("retrieval", "RETRIEVER"),
-    "bm25": ("retrieval", "RETRIEVER"),
-    "fuse": ("retrieval", "RETRIEVER"),
-    "multi_retrieve": ("retrieval", "RETRIEVER"),
-    "langchain": ("retrieval", "RETRIEVER"),
-    "rerank": (None, "RERANKER"),
-    "rerank_maxsim": (None, "RERANKER"),
-    "generate": ("chat", "LLM"),
-    "fallback": ("chat", "LLM"),
-}
-CHAIN = (None, "CHAIN")  # prompt, compress, history, attribute, extractive answers: ragopt's own steps
+# the GenAI conventions' operation for the span kinds that have one (a reranker and ragopt's own steps have none)
+OPERATIONS = {"EMBEDDING": "embeddings", "RETRIEVER": "retrieval", "LLM": "chat"}
 _SCALARS = (bool, int, float, str)
-# the span names whose output a judge judges: the answer's (its fallbacks' spans are "generate.fallback", ...)
-ANSWERING = ("generate", "extractive", "fallback")
 
 
 def kind_of(span: Span) -> tuple[str | None, str]:
-    """(operation, span kind) of a stage's span; any stage that spent model tokens is an LLM call (an LLM rewrite,
-    history condensing), whatever its name."""
-    found = KINDS.get(span.name.split(".")[0], CHAIN)
-    if found == CHAIN and (span.usage.tokens_in or span.usage.tokens_out):
-        return ("chat", "LLM")
-    return found
+    """(operation, span kind) of a stage's span, as its stage declared it; any step that spent model tokens is an
+    LLM call (an LLM rewrite, history condensing), whatever it declared."""
+    kind = span.kind
+    if kind == "CHAIN" and (span.usage.tokens_in or span.usage.tokens_out):
+        kind = "LLM"
+    return OPERATIONS.get(kind), kind
 
 
 def hashed(value: str) -> str:

@@ -11,6 +11,7 @@ class EmbedQuery:
 
     name = "embed"
     reads = ("query",)
+    span_kind = "EMBEDDING"  # OpenInference's word for it (ragopt.trace.Span.kind)
     writes = ("query_vector",)
 
     def __init__(self, embedder: Embedder, use_cache: bool = True):

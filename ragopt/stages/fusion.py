@@ -14,6 +14,7 @@ class Fuse:
 
     name = "fuse"
     writes = ("hits",)
+    span_kind = "RETRIEVER"  # OpenInference's word for it (ragopt.trace.Span.kind)
 
     def __init__(self, config: FusionConfig | None = None, k: int = 10, inputs: tuple[str, ...] = ("vector", "bm25")):
         self.config = config or FusionConfig()

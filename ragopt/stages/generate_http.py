@@ -129,6 +129,7 @@ class HttpGenerator:
     """The generation stage over HTTP. Reads the fitted prompt, writes the answer."""
 
     reads = ("query", "prompt")
+    span_kind = "LLM"  # OpenInference's word for it (ragopt.trace.Span.kind)
     writes = ("answer",)
 
     def __init__(self, config: HttpGeneratorConfig, name: str = "generate", resources: Resources | None = None):

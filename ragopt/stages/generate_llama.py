@@ -162,6 +162,7 @@ class LlamaGenerator:
     `LlamaGenerator(model="m.gguf", n_ctx=4096)`. Without `resources` it holds its model privately."""
 
     reads = ("query", "prompt")
+    span_kind = "LLM"  # OpenInference's word for it (ragopt.trace.Span.kind)
     writes = ("answer",)
 
     def __init__(self, config: GeneratorConfig | None = None, resources: Resources | None = None,

@@ -17,6 +17,7 @@ class KeywordSearch:
     """Pipeline stage: BM25 over the chunks the query may see."""
 
     reads = ("query",)
+    span_kind = "RETRIEVER"  # OpenInference's word for it (ragopt.trace.Span.kind)
 
     def __init__(self, index: "Index", config: BM25Config | None = None, k: int = 10, name: str = "bm25"):
         self.name = name

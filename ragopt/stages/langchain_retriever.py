@@ -44,6 +44,7 @@ class LangChainRetrieve:
     """Pipeline stage: the user's retriever on the query text; its Documents become hits."""
 
     reads = ("query",)
+    span_kind = "RETRIEVER"  # OpenInference's word for it (ragopt.trace.Span.kind)
 
     def __init__(self, config: LangChainRetrieverConfig, retriever: Any = None, name: str = "langchain"):
         self.config = config

@@ -33,6 +33,7 @@ class MultiQueryRetrieve:
     and the first variant's query vector when the retrieval computes one."""
 
     reads = ("query",)
+    span_kind = "RETRIEVER"  # OpenInference's word for it (ragopt.trace.Span.kind)
 
     def __init__(self, rewriter: Rewriter, retrieval: Sequence[Stage], *, rrf_k: int = 60, k: int | None = None,
                  name: str = "multi_retrieve"):

@@ -103,6 +103,7 @@ class CrossEncoderRerank:
     """Pipeline stage: reorder the top `depth` hits by a sentence-transformers CrossEncoder."""
 
     reads = ("hits", "query")
+    span_kind = "RERANKER"  # OpenInference's word for it (ragopt.trace.Span.kind)
     writes = ("hits",)
 
     def __init__(self, config: RerankConfig | None = None, resources: Resources | None = None, name: str = "rerank"):

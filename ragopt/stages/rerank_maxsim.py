@@ -36,6 +36,7 @@ class MaxSimRerank:
     """Pipeline stage: reorder the top `depth` hits by their best query-sentence similarity."""
 
     reads = ("hits", "query")
+    span_kind = "RERANKER"  # OpenInference's word for it (ragopt.trace.Span.kind)
     writes = ("hits",)
 
     def __init__(self, embedder: Embedder, config: MaxSimConfig | None = None, name: str = "rerank_maxsim"):

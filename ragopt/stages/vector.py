@@ -17,6 +17,7 @@ class VectorSearch:
     """Pipeline stage: nearest chunks to `state.query_vector`, filtered by the query's permissions."""
 
     reads = ("query_vector",)
+    span_kind = "RETRIEVER"  # OpenInference's word for it (ragopt.trace.Span.kind)
 
     def __init__(self, index: "Index", k: int = 10, name: str = "vector"):
         self.index = index
