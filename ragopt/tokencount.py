@@ -3,6 +3,7 @@ model's own vocabulary (llama.cpp loads the vocabulary alone, without weights)."
 
 from __future__ import annotations
 
+from array import array
 from functools import lru_cache
 from pathlib import Path
 from typing import Callable
@@ -16,8 +17,9 @@ COUNT_CACHE_ENTRIES = 1 << 16
 
 
 class TokenCounter:
-    """A tokenizer's `tokenize`, and `count` remembered by text (the same passages are counted in every trial).
-    `splits_on_whitespace`: no token spans whitespace, so a text's count is the sum of its lines' counts."""
+    """A tokenizer's `tokenize`, and `ids` and `count` remembered by text (the same passages and prompt lines are
+    counted in every trial). `splits_on_whitespace`: no token spans whitespace, so a text's tokens are its lines'
+    tokens, in order."""
 
     def __init__(self, name: str, fingerprint: str, tokenize: Callable[[str], list[int]], *,
                  splits_on_whitespace: bool = False):
@@ -25,7 +27,11 @@ class TokenCounter:
         self.fingerprint = fingerprint  # what cached counts are keyed by
         self.tokenize = tokenize
         self.splits_on_whitespace = splits_on_whitespace
-        self.count: Callable[[str], int] = lru_cache(maxsize=COUNT_CACHE_ENTRIES)(lambda text: len(tokenize(text)))
+        # 4 bytes a token: a sweep's distinct lines and passages, remembered, stay tens of MB
+        self.ids: Callable[[str], array] = lru_cache(maxsize=COUNT_CACHE_ENTRIES)(lambda text: array("i", tokenize(text)))
+
+    def count(self, text: str) -> int:
+        return len(self.ids(text))
 
 
 def token_counter(spec: str, embedder: EmbedderConfig) -> TokenCounter:

@@ -112,7 +112,7 @@ def from_flags(config_class: type[M], flags: Mapping[str, str], /, **values: Any
 
 
 def chunker_config(args: argparse.Namespace) -> ChunkerConfig:
-    if args.chunk_size is None:
+    if args.whole_docs or args.chunk_size is None:  # --whole-docs is also the default
         if args.chunk_overlap:
             raise InputError("an overlap needs --chunk-size (whole documents do not overlap)", field="--chunk-overlap")
         return ChunkerConfig(mode="whole")
@@ -153,6 +153,36 @@ def output_file(path: str | None, flag: str) -> None:
         raise InputError("its folder does not exist", path=path, field=flag)
     if Path(path).is_dir():
         raise InputError("is a folder, expected a file name", path=path, field=flag)
+
+
+def retrieval_plan(args: argparse.Namespace) -> dict[str, Any]:
+    """The chunker, embedder and retrieval of the plan the flags describe (`ask`, `serve`), each flag validated."""
+    return {"chunker": chunker_config(args), "embedder": embedder_config(args), "retrieval": retrieval_config(args, args.top_k)}
+
+
+class _RecordedReads:
+    """A namespace that records the names read from it, in order."""
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        self._args = args
+        self.names: dict[str, None] = {}
+
+    def __getattr__(self, name: str) -> Any:
+        value = getattr(self._args, name)
+        self.names[name] = None
+        return value
+
+
+def plan_flags_given(args: argparse.Namespace) -> list[str]:
+    """The flags `retrieval_plan` reads that were given, i.e. differ from their defaults. Which flags it reads is
+    recorded while it builds the default plan, so a flag it learns to read is covered here without a second list.
+    (A flag given at its default value cannot be told from one left out.)"""
+    scratch = argparse.ArgumentParser(add_help=False)
+    add_plan_args(scratch)
+    defaults = scratch.parse_args([])
+    reads = _RecordedReads(defaults)
+    retrieval_plan(reads)  # type: ignore[arg-type]
+    return ["--" + name.replace("_", "-") for name in reads.names if getattr(args, name) != getattr(defaults, name)]
 
 
 def validate_retrieval_flags(args: argparse.Namespace, top_k: int = 10) -> RetrievalConfig:
@@ -207,13 +237,18 @@ def build(args: argparse.Namespace, documents: list[Document], progress: bool = 
     return report, embedder
 
 
+def add_plan_args(p: argparse.ArgumentParser) -> None:
+    """The flags `retrieval_plan` turns into a plan's chunker, embedder and retrieval."""
+    add_chunking_args(p)
+    add_retriever_args(p)
+    p.add_argument("--top-k", type=int, default=5, help="passages retrieved for the prompt (default 5)")
+
+
 def add_answer_args(p: argparse.ArgumentParser) -> None:
     """The flags `ask` and `serve` share: the knowledge base, chunking, retrieval (or a sweep's plan instead of
     them) and the local model."""
     add_dataset_args(p, required=False)
-    add_chunking_args(p)
-    add_retriever_args(p)
-    p.add_argument("--top-k", type=int, default=5, help="passages retrieved for the prompt (default 5)")
+    add_plan_args(p)
     p.add_argument("--from", dest="from_results", metavar="RESULTS", default=None,
                    help="a sweep's results.json, or runs:/RUN_ID of a trial's MLflow run (ragopt sweep --mlflow; the server "
                         "from $MLFLOW_TRACKING_URI): rebuild its selected trial's plan (trained models included), refused "
@@ -294,9 +329,10 @@ def answer_plan(args: argparse.Namespace, saved: Any, generator: tuple[str, str 
     kind's config from `generator` = (flag, choice given or None, default choice) and the `given` settings;
     `answer_stages`: kind -> (the flag that set it or None, its values)). A flag that would change a saved
     plan is refused: what is served from a saved plan is what the sweep measured."""
-    changing = [flag for flag, value in [generator[:2], *given.values()] if value is not None]
-    changing += [flag for flag, values in (answer_stages or {}).values() if flag]
     if saved is not None:
+        changing = [flag for flag, value in [generator[:2], *given.values()] if value is not None]
+        changing += [flag for flag, values in (answer_stages or {}).values() if flag]
+        changing += plan_flags_given(args)
         if changing:
             raise InputError("the plan (--from/--plan) decides this; it is served as it was measured: leave the flag out",
                              field=changing[0])
@@ -311,5 +347,4 @@ def answer_plan(args: argparse.Namespace, saved: Any, generator: tuple[str, str 
     config = from_flags(spec_for(kind).config, flags, **{name: value for name, (_, value) in given.items()}, generator=choice)
     stages = {kind: config.model_dump(mode="json", exclude_defaults=True) | {"generator": choice},
               **{k: v for k, (_, v) in (answer_stages or {}).items()}}
-    return PlanConfig(chunker=chunker_config(args), embedder=embedder_config(args),
-                      retrieval=validate_retrieval_flags(args, args.top_k), stages=stages)
+    return PlanConfig(**retrieval_plan(args), stages=stages)

@@ -161,9 +161,9 @@ def prompt_parts(query: Query, hits: Sequence[Hit], config: PromptConfig) -> Pro
 class Renderer(Protocol):
     """Turns chat messages into the exact text and tokens the model sees (the GGUF chat template).
 
-    A renderer may also have `count(text)` (token counts remembered by text) and `splits_on_whitespace = True`
-    when no token of its tokenizer spans whitespace: then a prompt's count is the sum of its lines' counts, and
-    fitting tokenizes only the prompt it returns."""
+    A renderer may also have `count(text)` and `ids(text)` (token counts and ids remembered by text), and
+    `splits_on_whitespace = True` when no token of its tokenizer spans whitespace: then a prompt's tokens are its
+    lines' tokens, and fitting never tokenizes a whole prompt (without `ids`, only the prompt it returns)."""
 
     def render(self, messages: list[dict[str, str]]) -> str: ...
 
@@ -176,6 +176,7 @@ class CountingRenderer:
 
     def __init__(self, counter: TokenCounter):
         self.tokenize = counter.tokenize
+        self.ids = counter.ids
         self.count = counter.count
         self.splits_on_whitespace = counter.splits_on_whitespace
         self.identity = counter.fingerprint
@@ -260,7 +261,7 @@ class _Candidates:
     def tokens(self, n_pass: int, n_drop: int, n_summary_words: int, question: str | None = None) -> list[int]:
         cut = (n_pass, n_drop, n_summary_words, question)
         if cut not in self._tokens:  # the search checks the prompt it then returns: tokenized once
-            self._tokens[cut] = self.renderer.tokenize(self.render(*cut)[1])
+            self._tokens[cut] = self.lines.tokens(self.render(*cut)[1])
         return self._tokens[cut]
 
     def estimate_fits(self, *cut: Any) -> bool:
@@ -308,9 +309,9 @@ class _Candidates:
 def fit_prompt(parts: PromptParts, renderer: Renderer, budget_tokens: int) -> FittedPrompt:
     """The largest prompt within `budget_tokens`, giving up content in the order of the module docstring.
 
-    The cut is found from the prompt lines' token counts; the prompt it gives is then tokenized whole. When the
-    tokenizer splits on whitespace the counts add up exactly and that one tokenization confirms it; otherwise
-    (a merge across a line break can shorten or lengthen a prompt) exact checks search on from the estimate."""
+    The cut is found from the prompt lines' token counts. When the tokenizer splits on whitespace the counts add
+    up exactly and the prompt's tokens are its lines' tokens joined; otherwise (a merge across a line break can
+    shorten or lengthen a prompt) the prompt is tokenized whole and exact checks search on from the estimate."""
     if budget_tokens <= 0:
         raise InputError(f"no room for a prompt: the token budget is {budget_tokens} (context minus max_tokens)")
     candidates = _Candidates(parts, renderer, budget_tokens)

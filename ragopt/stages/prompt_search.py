@@ -3,6 +3,7 @@ counts of prompt lines (the search's estimates) remembered by text."""
 
 from __future__ import annotations
 
+from itertools import chain
 from typing import Any, Callable, Sequence
 
 
@@ -72,3 +73,11 @@ class LineCounts:
 
     def estimate(self, text: str) -> int:
         return sum(map(self.count, text.splitlines(keepends=True)))
+
+    def tokens(self, text: str) -> list[int]:
+        """The tokens of a whole prompt: its lines' remembered ids joined when the tokenizer splits on whitespace
+        (the same ids, without tokenizing the prompt again), else the tokenizer's."""
+        ids = getattr(self.renderer, "ids", None)
+        if self.exact and ids is not None:
+            return list(chain.from_iterable(map(ids, text.splitlines(keepends=True))))
+        return self.renderer.tokenize(text)
