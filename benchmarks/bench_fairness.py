@@ -25,10 +25,8 @@ import argparse
 import asyncio
 import json
 import os
-import subprocess
 import sys
 import tempfile
-import time
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
@@ -72,9 +70,7 @@ def write_keys(folder: Path, slots: int) -> Path:
 
 @contextmanager
 def serve(args: argparse.Namespace, engine: str, schedule: str, keys: Path, workspace: Path) -> Iterator[str]:
-    import httpx
-
-    from ragopt.backends.llama_server import free_port
+    from ragopt.backends.child_server import free_port, served
 
     port = free_port()
     cmd = [sys.executable, "-m", "ragopt", "--workspace", str(workspace), "serve", "--dataset", args.dataset, "--no-cache",
@@ -82,27 +78,10 @@ def serve(args: argparse.Namespace, engine: str, schedule: str, keys: Path, work
            "--schedule", schedule, "--deadline", str(args.deadline), "--queue-timeout", str(args.deadline),
            *(["--parallel", str(args.parallel)] if engine == "llama-server" else []), *args.serve_args.split()]
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(ROOT)}
-    log = open(workspace / f"serve-{engine}-{schedule}.log", "w")  # noqa: SIM115 - closed below
-    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env)
     url = f"http://127.0.0.1:{port}"
-    try:
-        for _ in range(1800):
-            if proc.poll() is not None:
-                raise RuntimeError(f"ragopt serve exited: {(workspace / log.name).read_text()[-2000:]}")
-            try:
-                if httpx.get(f"{url}/healthz", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                time.sleep(0.2)
+    with served(cmd, f"{url}/healthz", timeout_s=360, log=workspace / f"serve-{engine}-{schedule}.log", name="ragopt serve",
+                env=env, interval_s=0.2, request_timeout_s=1, grace_s=30):
         yield url
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        log.close()
 
 
 def run_scenario(url: str, tenants: list[TenantLoad], args: argparse.Namespace, questions: tuple[str, ...]) -> dict[str, Any]:

@@ -18,14 +18,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import socket
-import subprocess
 import sys
 import tempfile
 import time
 import urllib.request
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -33,12 +32,6 @@ sys.path.insert(0, str(ROOT))
 from ragopt.shipped import shipped_dataset  # noqa: E402
 
 SHIPPED = shipped_dataset()
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def questions(n: int, n_followups: int | None) -> list[dict[str, Any]]:
@@ -62,26 +55,23 @@ def post(url: str, key: str, question: str) -> tuple[dict[str, Any], float]:
     return out, (time.perf_counter() - t0) * 1000
 
 
-def start_server(repeat_stop: int, args: argparse.Namespace, keys_file: Path) -> tuple[subprocess.Popen[str], int]:
+@contextmanager
+def serving(repeat_stop: int, args: argparse.Namespace, keys_file: Path) -> Iterator[str]:
+    """`ragopt serve` with this --repeat-stop, until the block ends: its base URL."""
+    from ragopt.backends.child_server import free_port, served
+
     port = free_port()
     cmd = [sys.executable, "-m", "ragopt", "serve", "--dataset", str(SHIPPED), "--chunk-size", "64", "--chunk-overlap", "16",
            "--retriever", "hybrid", "--top-k", "5", "--no-cache", "--threads", str(args.threads), "--port", str(port),
            "--api-keys", str(keys_file), "--max-tokens", str(args.max_tokens), "--repeat-stop", str(repeat_stop)]
-    server = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                              env={**os.environ, "HF_HUB_OFFLINE": "1"})
-    for _ in range(900):
-        try:
-            urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=2)
-            return server, port
-        except OSError:
-            if server.poll() is not None:
-                raise RuntimeError(f"serve exited: {server.stderr.read()[-2000:] if server.stderr else ''}") from None
-            time.sleep(1)
-    raise RuntimeError("serve did not come up")
+    url = f"http://127.0.0.1:{port}"
+    with served(cmd, f"{url}/healthz", timeout_s=900, name="serve", cwd=ROOT, env={**os.environ, "HF_HUB_OFFLINE": "1"},
+                interval_s=1, grace_s=30):
+        yield url
 
 
-def ask(port: int, q: dict[str, Any]) -> dict[str, Any]:
-    out, ms = post(f"http://127.0.0.1:{port}/v1/ask", key_of(q), q["question"])
+def ask(url: str, q: dict[str, Any]) -> dict[str, Any]:
+    out, ms = post(f"{url}/v1/ask", key_of(q), q["question"])
     trace = out["trace"]
     saved = next((s["usage"]["attrs"].get("repetition_tokens_saved") for s in trace.get("spans", [])
                   if s["usage"]["attrs"].get("repetition_tokens_saved") is not None), None)
@@ -91,20 +81,14 @@ def ask(port: int, q: dict[str, Any]) -> dict[str, Any]:
 
 def run_both(qs: list[dict[str, Any]], args: argparse.Namespace, keys_file: Path) -> dict[int, list[dict[str, Any]]]:
     """Both servers up at once, each question asked of both, alternating which goes first (one request at a time)."""
-    servers = {}
-    try:
-        for stop in (3, 0):
-            servers[stop] = start_server(stop, args, keys_file)
+    with ExitStack() as stack:
+        urls = {stop: stack.enter_context(serving(stop, args, keys_file)) for stop in (3, 0)}
         rows: dict[int, list[dict[str, Any]]] = {3: [], 0: []}
         for i, q in enumerate(qs):
             print(f"{i + 1}/{len(qs)} {q['id']}", file=sys.stderr, flush=True)
             for stop in ((3, 0) if i % 2 == 0 else (0, 3)):
-                rows[stop].append(ask(servers[stop][1], q))
+                rows[stop].append(ask(urls[stop], q))
         return rows
-    finally:
-        for server, _ in servers.values():
-            server.terminate()
-            server.wait(timeout=30)
 
 
 def pct(values: list[float], q: float) -> float:

@@ -23,7 +23,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
 import tempfile
 import threading
@@ -95,11 +94,9 @@ class Sink:
 
 @contextmanager
 def served(arm: str, args: argparse.Namespace, workspace: Path, keys: Path, sink_url: str) -> Iterator[str]:
-    import httpx
+    from ragopt.backends import child_server
 
-    from ragopt.backends.llama_server import free_port
-
-    port = free_port()
+    port = child_server.free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
     env["PYTHONPATH"] = str(ROOT)
     if arm == "on":
@@ -107,21 +104,13 @@ def served(arm: str, args: argparse.Namespace, workspace: Path, keys: Path, sink
     head = [sys.executable, "-c", BLOCK] if arm == "no_sdk" else [sys.executable, "-m", "ragopt"]
     cmd = [*head, "--workspace", str(workspace), "serve", "--port", str(port), "--dataset", args.dataset, "--api-keys",
            str(keys), "--engine", args.engine, "--retriever", "bm25", "--no-cache", "--key-rate", "10000", "--tenant-rate", "10000"]
-    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     url = f"http://127.0.0.1:{port}"
     try:
-        for _ in range(1200):
-            if proc.poll() is not None:
-                raise SystemExit(f"bench_tracing: serve ({arm}) exited: {proc.stderr.read().decode()[-1500:]}")  # type: ignore[union-attr]
-            try:
-                if httpx.get(f"{url}/healthz", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                time.sleep(0.25)
-        yield url
-    finally:
-        proc.terminate()
-        proc.wait(60)
+        with child_server.served(cmd, f"{url}/healthz", timeout_s=300, name=f"serve ({arm})", env=env, interval_s=0.25,
+                                 request_timeout_s=1, grace_s=60):
+            yield url
+    except child_server.ChildServerError as exc:
+        raise SystemExit(f"bench_tracing: {exc}") from None
 
 
 def questions(dataset: str) -> list[str]:

@@ -11,37 +11,30 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
+
+
+SERVE_STARTUP_S = 1800  # serve loads the sweep's index before it answers; this script used to wait without a limit
 
 
 def served(results: str, port: int, questions: list[str], workdir: Path) -> list[dict]:
     import httpx
 
+    from ragopt.backends.child_server import ChildServerError, served
+
     keys = workdir / "keys.json"
     keys.write_text(json.dumps({"check": {"tenant": "public", "scopes": []}}))
-    log = open(workdir / "serve.err", "w")
     # the plan is served as measured (a retrieval-only plan answers extractively): no engine flag goes with --from
-    server = subprocess.Popen(["ragopt", "serve", "--from", results, "--api-keys", str(keys), "--port", str(port),
-                               "--no-cache"], stderr=log)
+    cmd = ["ragopt", "serve", "--from", results, "--api-keys", str(keys), "--port", str(port), "--no-cache"]
     try:
-        while True:
-            try:
-                if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if server.poll() is not None:
-                sys.exit("serve exited: " + (workdir / "serve.err").read_text())
-            time.sleep(1)
-        return [httpx.post(f"http://127.0.0.1:{port}/v1/ask", json={"question": q, "stream": False},
-                           headers={"Authorization": "Bearer check"}, timeout=120).json()["trace"] for q in questions]
-    finally:
-        server.terminate()
-        server.wait(timeout=30)
+        with served(cmd, f"http://127.0.0.1:{port}/healthz", timeout_s=SERVE_STARTUP_S, log=workdir / "serve.log",
+                    name="serve", interval_s=1, grace_s=30):
+            return [httpx.post(f"http://127.0.0.1:{port}/v1/ask", json={"question": q, "stream": False},
+                               headers={"Authorization": "Bearer check"}, timeout=120).json()["trace"] for q in questions]
+    except ChildServerError as exc:
+        sys.exit(f"check_serve_from: {exc}")
 
 
 def main() -> int:

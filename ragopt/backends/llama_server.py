@@ -10,15 +10,12 @@ from __future__ import annotations
 
 import os
 import shutil
-import signal
-import socket
 import subprocess
-import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
+from ragopt.backends import child_server
 from ragopt.errors import InputError
 
 LLAMA_CPP_PYTHON_VERSION = "0.3.36"  # the llama.cpp sources the binary is built from (its vendored copy)
@@ -33,22 +30,6 @@ def find_binary(explicit: str | Path | None = None) -> Path | None:
         if c and Path(c).is_file() and os.access(c, os.X_OK):
             return Path(c)
     return None
-
-
-def _die_with_parent() -> None:
-    """Linux: the child gets SIGTERM when its parent dies, so a killed `ragopt serve` leaves no llama-server
-    spinning on the cores (ggml threads of two engines slow each other down many times over). Linux ties
-    this to the thread that started the child: start servers from a long-lived thread (the main one)."""
-    if sys.platform.startswith("linux"):
-        import ctypes
-
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 class LlamaServer:
@@ -100,38 +81,30 @@ class LlamaServer:
         if self.process is not None and self.process.poll() is None:
             return self
         if self.port is None:
-            self.port = free_port()
+            self.port = child_server.free_port()
         fd, log = tempfile.mkstemp(prefix="llama-server-", suffix=".log")
+        os.close(fd)
         self.log_path = Path(log)
-        with os.fdopen(fd, "wb") as out:
-            self.process = subprocess.Popen(self.command(), stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                            preexec_fn=_die_with_parent)
+        self.process = child_server.start(self.command(), self.log_path, die_with_parent=True)
         self.wait_healthy()
         return self
 
     def healthy(self) -> bool:
-        import httpx
-
-        try:
-            return httpx.get(f"{self.base_url}/health", timeout=2.0).status_code == 200
-        except httpx.HTTPError:
-            return False
+        return child_server.answers(f"{self.base_url}/health")
 
     def wait_healthy(self) -> None:
-        deadline = time.monotonic() + self.startup_timeout_s
-        while time.monotonic() < deadline:
-            if self.process is None or self.process.poll() is not None:
-                raise RuntimeError(f"llama-server exited during startup (code {self.process and self.process.returncode}):\n{self.log_tail()}")
-            if self.healthy():
-                return
-            time.sleep(0.1)
-        self.stop()
-        raise RuntimeError(f"llama-server not healthy after {self.startup_timeout_s:.0f} s:\n{self.log_tail()}")
+        """Until /health answers; on a timeout the server is stopped (ChildServerError, a RuntimeError, either way)."""
+        assert self.process is not None, "start() first"
+        try:
+            child_server.wait_healthy(self.process, f"{self.base_url}/health", self.log_path,
+                                      timeout_s=self.startup_timeout_s, name="llama-server")
+        except child_server.ChildServerError:
+            if self.process.poll() is None:
+                self.stop()
+            raise
 
     def log_tail(self, n: int = 20) -> str:
-        if self.log_path is None or not self.log_path.exists():
-            return ""
-        return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-n:])
+        return child_server.output_tail(self.log_path, n)
 
     def kill(self) -> None:
         """Kill it hard (a crash, for fault-injection tests); `start()` brings it back on the same port."""
@@ -141,13 +114,8 @@ class LlamaServer:
 
     def stop(self, timeout_s: float = 10.0) -> None:
         p, self.process = self.process, None
-        if p is not None and p.poll() is None:
-            p.terminate()
-            try:
-                p.wait(timeout_s)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait()
+        if p is not None:
+            child_server.stop(p, grace_s=timeout_s)
         if self.log_path is not None:
             self.log_path.unlink(missing_ok=True)
             self.log_path = None

@@ -77,7 +77,7 @@ def test_a_sweep_logs_a_parent_and_a_child_per_trial_once(tiny_beir: Path, tmp_p
 
 def test_an_unreachable_server_is_one_line_and_exit_2_before_any_work(tiny_beir: Path, tmp_path: Path,
                                                                      capsys: pytest.CaptureFixture[str]) -> None:
-    from ragopt.backends.llama_server import free_port
+    from ragopt.backends.child_server import free_port
 
     out = tmp_path / "out"
     assert main(["--workspace", str(tmp_path / "ws"), *SWEEP, "--dataset", str(tiny_beir), "--out", str(out),

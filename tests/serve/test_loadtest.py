@@ -48,7 +48,7 @@ def test_poisson_load_accounts_for_every_request(tiny_gguf: Path, serve_files: d
 
 def test_cli_json_contract(tmp_path: Path) -> None:
     """A real subprocess; nothing listens on the port, so every request is an error, and all are counted."""
-    from ragopt.backends.llama_server import free_port
+    from ragopt.backends.child_server import free_port
 
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
     done = subprocess.run([sys.executable, "-m", "ragopt", "loadtest", "--url", f"http://127.0.0.1:{free_port()}",
