@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 
 from ragopt.errors import BackendError, InputError, Refused
@@ -27,9 +28,20 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def quiet_model_loading(args: argparse.Namespace) -> None:
+    """A run without progress bars (--no-progress, --json, or stderr not a terminal) gets none from the model
+    libraries either: transformers draws "Loading weights: 100%|...|" when a model loads and huggingface_hub
+    one per download. huggingface_hub's switch, HF_HUB_DISABLE_PROGRESS_BARS, covers both: transformers reads it
+    when it is imported, which is later, in the command (heavy imports are lazy), and child processes (Ray
+    workers, servers) inherit it."""
+    if getattr(args, "no_progress", False) or getattr(args, "json", False) or not sys.stderr.isatty():
+        os.environ["HF_HUB_DISABLE_PROGRESS_BARS"] = "1"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    quiet_model_loading(args)
     try:
         return int(args.handler(args) or 0)
     except InputError as exc:

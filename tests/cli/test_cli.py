@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from fixtures.cli import one_line_error, ragopt
+from fixtures.cli import one_line_error, ragopt, ragopt_stderr_on_a_terminal
 from fixtures.tiny_corpus import TINY_DOCS, TINY_QRELS, TINY_QUERIES, write_beir
 
 HEAVY = ("torch", "sentence_transformers", "qdrant_client", "llama_cpp", "transformers", "bm25s", "rank_bm25")
@@ -358,3 +358,18 @@ def test_on_a_chinese_corpus_search_and_ask_retrieve_hybrid_with_e5_and_ask_answ
     answer = asked.stdout.split("\n\n")[0]
     assert "光荣和ω-force" in answer and "[1]" in answer
     assert "[1] game (战国无双3)" in asked.stdout
+
+
+def test_without_progress_the_model_libraries_draw_no_bars_either(tmp_path: Path) -> None:
+    """transformers draws "Loading weights: 100%|...|" when the embedder loads. At a terminal a sweep shows it (so
+    the check below looks for something really drawn); with --no-progress at a terminal, or with stderr not a
+    terminal, it does not. Each run has a fresh workspace, so each loads the model to embed the corpus."""
+    dataset = write_beir(tmp_path / "tiny")
+    sweep = ["sweep", "--dataset", str(dataset), "--chunk-sizes", "whole", "--retrievers", "dense", "--top-k", "3"]
+    code, drawn = ragopt_stderr_on_a_terminal(*sweep, "--out", str(tmp_path / "drawn"), workspace=tmp_path / "ws-drawn")
+    assert code == 0 and "Loading weights" in drawn, drawn
+    code, quiet = ragopt_stderr_on_a_terminal(*sweep, "--out", str(tmp_path / "quiet"), "--no-progress", workspace=tmp_path / "ws-quiet")
+    piped = ragopt(*sweep, "--out", str(tmp_path / "piped"), workspace=tmp_path / "ws-piped")
+    assert code == 0 and piped.returncode == 0, (quiet, piped.stderr)
+    for stderr in (quiet, piped.stderr):
+        assert "embedded 12 texts" in stderr and "Loading weights" not in stderr, stderr
