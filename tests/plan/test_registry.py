@@ -110,6 +110,23 @@ def test_each_knob_is_declared_once() -> None:
         assert all(len(v) == 1 for v in owners.values()), (kind, owners)
 
 
+def test_the_generators_declare_their_shared_settings_once() -> None:
+    """Every setting the HTTP generator shares with the llama.cpp one (max_tokens, n_ctx, ...) is declared in one
+    class both extend, so it has one default. (HttpGeneratorConfig once declared max_tokens again, 256 against the
+    generator's 128; the knob check above sees only sweepable knobs.)"""
+    from ragopt.stages.generate_http import HttpGeneratorConfig
+    from ragopt.stages.generate_llama import GeneratorConfig
+
+    def owner(cls: type, name: str) -> type:
+        return next(c for c in cls.__mro__ if name in c.__dict__.get("__annotations__", {}))
+
+    shared = set(HttpGeneratorConfig.model_fields) & set(GeneratorConfig.model_fields)
+    assert "max_tokens" in shared
+    twice = {name: (owner(HttpGeneratorConfig, name).__name__, owner(GeneratorConfig, name).__name__) for name in shared
+             if owner(HttpGeneratorConfig, name) is not owner(GeneratorConfig, name)}
+    assert twice == {}
+
+
 def test_serve_options_repeat_no_generator_setting() -> None:
     from ragopt.serve.build import ServeOptions
     from ragopt.stages.generate_llama import GeneratorConfig
