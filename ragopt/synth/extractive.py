@@ -64,14 +64,14 @@ class ExtractiveQuestionGenerator:
     def model_fingerprint(self) -> str:
         return f"embedder:{self.embedder.fingerprint}"
 
-    def _content(self, word: str) -> bool:
+    def is_content_word(self, word: str) -> bool:
         """A word worth asking with: letters only, not a stopword, and not a short Latin word."""
         return word.isalpha() and (len(word) >= 3 or not word.isascii()) and bool(self.tokenizer(word))
 
     @cached_property
     def vocabulary(self) -> list[str]:
         """Content words in at least two documents, in sorted order."""
-        return sorted(w for w, n in self.df.items() if n >= 2 and self._content(w))
+        return sorted(w for w, n in self.df.items() if n >= 2 and self.is_content_word(w))
 
     @cached_property
     def _vectors(self) -> np.ndarray:
@@ -119,7 +119,7 @@ class ExtractiveQuestionGenerator:
 
     def candidate(self, doc: Document, span: tuple[int, int], rng: random.Random) -> Candidate | None:
         sentence = doc.text[span[0]:span[1]]
-        tokens = [w for w in self.words(sentence) if self._content(w)]
+        tokens = [w for w in self.words(sentence) if self.is_content_word(w)]
         n_docs = len(self.documents)
         ranked = sorted(dict.fromkeys(tokens), key=lambda w: (-math.log(n_docs / self.df.get(w, 1)), w))
         keys = set(ranked[: self.config.query_words])

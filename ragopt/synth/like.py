@@ -129,7 +129,7 @@ def measure_shapes(examples: Sequence[str], generator: ExtractiveQuestionGenerat
     shapes = []
     for query in examples:
         tokens = generator.words(query)
-        content = sum(generator._content(w) for w in tokens)
+        content = sum(generator.is_content_word(w) for w in tokens)
         function = sum(not generator.tokenizer(w) for w in tokens)  # what the analyzer drops: stopwords
         first = retrieval.dense(query)[:1]
         title = set(generator.tokenizer(retrieval.documents[first[0]].title or "")) if first else set()
@@ -182,9 +182,10 @@ class StyledQuestionGenerator(ExtractiveQuestionGenerator):
         shape = rng.choice(self.style.shapes)
         sentence = doc.text[span[0]:span[1]]
         title_words = self.words(doc.title or "") if shape.names_title and self.tokenizer(doc.title or "") else []
-        n_keys = max(1, shape.content - sum(self._content(w) for w in title_words))
+        n_keys = max(1, shape.content - sum(self.is_content_word(w) for w in title_words))
         tokens = [sentence[s:e].casefold() for s, e in self.tokenizer.word_spans(sentence)]
-        ranked = sorted(dict.fromkeys(w for w in tokens if self._content(w)), key=lambda w: (self.df.get(w, 1), w))  # rarest first
+        content = dict.fromkeys(w for w in tokens if self.is_content_word(w))
+        ranked = sorted(content, key=lambda w: (self.df.get(w, 1), w))  # rarest first
         keys = set(ranked[:n_keys])
         if not keys:
             return None
@@ -210,7 +211,7 @@ class StyledQuestionGenerator(ExtractiveQuestionGenerator):
             if w in keys and w not in seen:
                 out.append(said[w])
                 seen.add(w)
-            elif function > 0 and w not in keys and not self._content(w) and w.isalpha():
+            elif function > 0 and w not in keys and not self.is_content_word(w) and w.isalpha():
                 out.append(w)
                 function -= 1
         return out

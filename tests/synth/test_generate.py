@@ -5,45 +5,21 @@ byte-identical questions for a seed in fresh processes and workspaces, the same 
 from __future__ import annotations
 
 import json
-import os
 import signal
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from fixtures.cli import one_line_error, ragopt
 from fixtures.documents import write_knowledge_base
-from ragopt.shipped import shipped_dataset
+from fixtures.synth import hospital_slice, synth_killed_at
 
-HOSPITAL = shipped_dataset() / "corpus.jsonl"
 EVERY = 4  # every 4th document of the shipped corpus (both tenants, shared ones, scopes): a quick test
 ARGS = ("synth", "--questions", "20", "--seed", "7")
 
-# Kills its own process (SIGKILL, no clean-up) when the generator makes its 15th candidate: after the index
-# and the vocabulary's embeddings are done, before anything is written.
-KILL_PROBE = """
-import os, signal, sys
-from ragopt.synth import extractive
-made = extractive.ExtractiveQuestionGenerator.candidate
-calls = [0]
-def candidate(self, *args, **kwargs):
-    calls[0] += 1
-    if calls[0] == 15:
-        os.kill(os.getpid(), signal.SIGKILL)
-    return made(self, *args, **kwargs)
-extractive.ExtractiveQuestionGenerator.candidate = candidate
-from ragopt.cli import main
-sys.exit(main(sys.argv[1:]))
-"""
-
-
 @pytest.fixture(scope="module")
 def corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    path = tmp_path_factory.mktemp("corpus") / "corpus.jsonl"
-    path.write_text("".join(HOSPITAL.read_text(encoding="utf-8").splitlines(keepends=True)[::EVERY]), encoding="utf-8")
-    return path
+    return hospital_slice(tmp_path_factory.mktemp("corpus"), EVERY)
 
 
 @pytest.fixture(scope="module")
@@ -84,10 +60,8 @@ def test_same_seed_same_bytes_in_a_fresh_process_and_workspace(first: Path, corp
 
 def test_killed_halfway_then_run_again_gives_the_same_set(first: Path, corpus: Path, tmp_path: Path) -> None:
     ws, out = tmp_path / "ws", tmp_path / "set"
-    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
     args = (*ARGS, "--docs", str(corpus), "--out", str(out))
-    killed = subprocess.run([sys.executable, "-c", KILL_PROBE, "--workspace", str(ws), *args],
-                            capture_output=True, text=True, env=env, timeout=600)
+    killed = synth_killed_at("ragopt.synth.extractive.ExtractiveQuestionGenerator", 15, args, ws)
     assert killed.returncode == -signal.SIGKILL, killed.stderr
     assert not out.exists()  # nothing written half-way
     done = ragopt(*args, workspace=ws)

@@ -5,22 +5,18 @@ examples files are one line naming the file, exit 2, nothing written. The reader
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import signal
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from fixtures.cli import one_line_error, ragopt
-from ragopt.shipped import shipped_dataset
+from fixtures.synth import hospital_slice, synth_killed_at
 from ragopt.errors import InputError
 from ragopt.synth.like import join_words, read_examples
 from ragopt.text import words
 
-HOSPITAL = shipped_dataset() / "corpus.jsonl"
 ARGS = ("synth", "--questions", "12", "--seed", "3")
 KEYWORDS = ["glucose unit", "creatinine valid range", "hba1c warehouse", "sodium table", "potassium dictionary",
             "fasting glucose", "lab range quarantine", "random glucose meaning"]
@@ -29,27 +25,9 @@ SENTENCES = ["What is the unit of the fasting glucose field in the lab dictionar
              "How are the values outside of the valid range handled by the quality checks?",
              "Where is the random glucose field stored in the north hospital?"]
 
-KILL_PROBE = """
-import os, signal, sys
-from ragopt.synth import like
-made = like.StyledQuestionGenerator.candidate
-calls = [0]
-def candidate(self, *args, **kwargs):
-    calls[0] += 1
-    if calls[0] == 8:  # in the calibration's pilot, after the index and the vocabulary's embeddings
-        os.kill(os.getpid(), signal.SIGKILL)
-    return made(self, *args, **kwargs)
-like.StyledQuestionGenerator.candidate = candidate
-from ragopt.cli import main
-sys.exit(main(sys.argv[1:]))
-"""
-
-
 @pytest.fixture(scope="module")
 def corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    path = tmp_path_factory.mktemp("corpus") / "corpus.jsonl"
-    path.write_text("".join(HOSPITAL.read_text(encoding="utf-8").splitlines(keepends=True)[::8]), encoding="utf-8")
-    return path
+    return hospital_slice(tmp_path_factory.mktemp("corpus"), every=8)
 
 
 def examples(folder: Path, lines: list[str], name: str = "queries.txt") -> Path:
@@ -107,8 +85,7 @@ def test_same_seed_same_bytes_in_a_fresh_process_and_workspace(corpus: Path, key
 def test_killed_halfway_then_run_again_gives_the_same_set(corpus: Path, keyword_set: Path, tmp_path: Path) -> None:
     ws, out = warm_copy(keyword_set, tmp_path), tmp_path / "set"
     args = (*ARGS, "--docs", str(corpus), "--like", str(examples(tmp_path, KEYWORDS)), "--out", str(out))
-    killed = subprocess.run([sys.executable, "-c", KILL_PROBE, "--workspace", str(ws), *args], capture_output=True, text=True,
-                            env={**os.environ, "HF_HUB_OFFLINE": "1"}, timeout=600)
+    killed = synth_killed_at("ragopt.synth.like.StyledQuestionGenerator", 8, args, ws)  # in the calibration's pilot
     assert killed.returncode == -signal.SIGKILL, killed.stderr
     assert not out.exists()
     done = ragopt(*args, workspace=ws, timeout=900)
