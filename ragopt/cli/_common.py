@@ -173,16 +173,31 @@ class _RecordedReads:
         return value
 
 
-def plan_flags_given(args: argparse.Namespace) -> list[str]:
-    """The flags `retrieval_plan` reads that were given, i.e. differ from their defaults. Which flags it reads is
-    recorded while it builds the default plan, so a flag it learns to read is covered here without a second list.
-    (A flag given at its default value cannot be told from one left out.)"""
+_LEFT_OUT: Any = object()  # a plan flag's default on `ask` and `serve` until take_plan_flags tells given from left out
+
+
+def _plan_flags() -> tuple[argparse.Namespace, list[str]]:
+    """The plan flags' defaults, and the names `retrieval_plan` reads, recorded while it builds the default plan:
+    a flag it learns to read is covered without a second list."""
     scratch = argparse.ArgumentParser(add_help=False)
     add_plan_args(scratch)
     defaults = scratch.parse_args([])
     reads = _RecordedReads(defaults)
     retrieval_plan(reads)  # type: ignore[arg-type]
-    return ["--" + name.replace("_", "-") for name in reads.names if getattr(args, name) != getattr(defaults, name)]
+    return defaults, list(reads.names)
+
+
+def take_plan_flags(args: argparse.Namespace) -> list[str]:
+    """The plan flags given on an `ask` or `serve` command line (add_answer_args defaults them to _LEFT_OUT, so
+    one given at its default value counts too); those left out take their defaults in `args`."""
+    defaults, names = _plan_flags()
+    given = []
+    for name in names:
+        if getattr(args, name) is _LEFT_OUT:
+            setattr(args, name, getattr(defaults, name))
+        else:
+            given.append("--" + name.replace("_", "-"))
+    return given
 
 
 def validate_retrieval_flags(args: argparse.Namespace, top_k: int = 10) -> RetrievalConfig:
@@ -249,6 +264,7 @@ def add_answer_args(p: argparse.ArgumentParser) -> None:
     them) and the local model."""
     add_dataset_args(p, required=False)
     add_plan_args(p)
+    p.set_defaults(**dict.fromkeys(_plan_flags()[1], _LEFT_OUT))
     p.add_argument("--from", dest="from_results", metavar="RESULTS", default=None,
                    help="a sweep's results.json, or runs:/RUN_ID of a trial's MLflow run (ragopt sweep --mlflow; the server "
                         "from $MLFLOW_TRACKING_URI): rebuild its selected trial's plan (trained models included), refused "
@@ -328,11 +344,13 @@ def answer_plan(args: argparse.Namespace, saved: Any, generator: tuple[str, str 
     --plan) as it was measured, or the plan the flags describe (chunking, embedder, retrieval, and the generator
     kind's config from `generator` = (flag, choice given or None, default choice) and the `given` settings;
     `answer_stages`: kind -> (the flag that set it or None, its values)). A flag that would change a saved
-    plan is refused: what is served from a saved plan is what the sweep measured."""
+    plan is refused: what is served from a saved plan is what the sweep measured. The plan flags left out get their
+    defaults here (take_plan_flags), so this comes before anything else reads them."""
+    plan_flags = take_plan_flags(args)
     if saved is not None:
         changing = [flag for flag, value in [generator[:2], *given.values()] if value is not None]
         changing += [flag for flag, values in (answer_stages or {}).values() if flag]
-        changing += plan_flags_given(args)
+        changing += plan_flags
         if changing:
             raise InputError("the plan (--from/--plan) decides this; it is served as it was measured: leave the flag out",
                              field=changing[0])

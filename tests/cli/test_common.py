@@ -1,6 +1,6 @@
 """ragopt/cli/_common.py: `ask` and `serve` with a saved plan (--from results.json) serve it as it was measured, so
 every flag that would change the plan (chunking, embedder, retrieval, --top-k) is refused with one line naming it,
-exit 2, while flags that do not touch the plan (port, caches, store, deadlines, the knowledge base) stay allowed.
+exit 2, even at its default value, while flags that do not touch the plan (port, caches, store, deadlines, the knowledge base) stay allowed.
 The saved plan comes from a real one-trial sweep over the tiny corpus (bm25, whole documents, top 3)."""
 
 from __future__ import annotations
@@ -26,7 +26,6 @@ def swept(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     return {"results": outcome.results.save(root / "results.json"), "dataset": dataset, "root": root}
 
 
-# each differs from its default: a flag given at its default value cannot be told from one left out
 PLAN_FLAGS = {
     "--chunk-size": ["--chunk-size", "64"],
     "--whole-docs": ["--whole-docs"],
@@ -40,6 +39,8 @@ PLAN_FLAGS = {
     "--bm25-backend": ["--bm25-backend", "rank_bm25"],
     "--analyzer": ["--analyzer", "whitespace"],
     "--top-k": ["--top-k", "7"],
+    "--top-k at its default": ["--top-k", "5"],  # given is given, whatever the value
+    "--retriever at its default": ["--retriever", "auto"],
 }
 COMMANDS = {
     "ask": lambda flags: ["ask", *flags, "what is the capital?"],
@@ -55,6 +56,7 @@ def test_a_plan_flag_with_from_is_refused_naming_it(flag: str, command: str, swe
     from ragopt.cli import main
 
     argv = COMMANDS[command](["--from", str(swept["results"]), *PLAN_FLAGS[flag]])
+    flag = PLAN_FLAGS[flag][0]
     code = main(["--workspace", str(swept["root"] / "ws"), *argv])
     out = capsys.readouterr()
     err = out.err.strip().splitlines()
