@@ -1,7 +1,8 @@
 """ragopt/cli/_common.py: `ask` and `serve` with a saved plan (--from results.json) serve it as it was measured, so
 every flag that would change the plan (chunking, embedder, retrieval, --top-k) is refused with one line naming it,
-exit 2, even at its default value, while flags that do not touch the plan (port, caches, store, deadlines, the knowledge base) stay allowed.
-The saved plan comes from a real one-trial sweep over the tiny corpus (bm25, whole documents, top 3)."""
+exit 2, even at its default value, while flags that do not touch the plan (port, caches, store, deadlines, the
+knowledge base) stay allowed. The saved plan comes from a real one-trial sweep over the tiny corpus (bm25, whole
+documents, top 3)."""
 
 from __future__ import annotations
 
