@@ -14,7 +14,7 @@ Rounds interleave the arms (off, on, no_sdk, ...) so the noise of a shared machi
 client's wall-clock per request (HTTP round trip, JSON answer). Reported: p50/p95/mean per arm, on/off and
 no_sdk/off ratios, the spans the receiver decoded (one root + one per stage per exported request), and the
 1-minute load average before and after, and what building and queueing one trace costs (the same
-`export_served` serve calls, on a real response, timed call by call in this process: the median of 300). The default engine, extractive, makes requests short (a few ms), so the
+`export_served` that serve's trace-builder thread calls, on a real response, timed call by call in this process: the median of 300). The default engine, extractive, makes requests short (a few ms), so the
 export's share is as large as it gets; with an LLM it is a smaller share of seconds.
 """
 
@@ -199,7 +199,7 @@ def print_table(report: dict[str, Any]) -> None:
     e = report["exported"]
     print(f"  receiver decoded {e['traces']} traces, {e['spans']} spans for {e['requests_sent_with_export_on']} requests sent")
     print(f"  building and queueing one request's trace (median call): {report['export_us_per_request']:.0f} us "
-          f"({report['export_share_of_off_p50']:.2%} of the off arm's p50); serve does it after the answer is handed over")
+          f"({report['export_share_of_off_p50']:.2%} of the off arm's p50); serve does it on its trace-builder thread, off the request's path")
     print(f"  load average (1 min): {report['load_1min']['before']:.2f} before, {report['load_1min']['after']:.2f} after")
 
 

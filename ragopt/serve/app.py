@@ -217,7 +217,7 @@ class _Requests:
                 loop.call_soon_threadsafe(queue.put_nowait, ("error", exc))
                 return
             if self.tracing is not None:
-                self.tracing.export_served(out, question, headers)
+                self.tracing.export_served_later(out, question, headers)  # built off this thread
 
         loop.run_in_executor(self.pool, work)
         return handle, queue
