@@ -95,6 +95,7 @@ class Sink:
 @contextmanager
 def served(arm: str, args: argparse.Namespace, workspace: Path, keys: Path, sink_url: str) -> Iterator[str]:
     from ragopt.backends import child_server
+    from ragopt.errors import ChildServerError
 
     port = child_server.free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
@@ -109,7 +110,7 @@ def served(arm: str, args: argparse.Namespace, workspace: Path, keys: Path, sink
         with child_server.served(cmd, f"{url}/healthz", timeout_s=300, name=f"serve ({arm})", env=env, interval_s=0.25,
                                  request_timeout_s=1, grace_s=60):
             yield url
-    except child_server.ChildServerError as exc:
+    except ChildServerError as exc:
         raise SystemExit(f"bench_tracing: {exc}") from None
 
 

@@ -112,3 +112,8 @@ class BreakerOpen(BackendError):
 
 class ContextOverflow(BackendError):
     """The prompt and the tokens to generate do not fit the model's context."""
+
+
+class ChildServerError(BackendError, RuntimeError):
+    """A server started as a child process (ragopt.backends.child_server) exited before its health URL answered, or
+    did not answer in time; the message ends with its log's tail."""

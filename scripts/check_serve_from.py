@@ -22,7 +22,8 @@ SERVE_STARTUP_S = 1800  # serve loads the sweep's index before it answers; this 
 def served(results: str, port: int, questions: list[str], workdir: Path) -> list[dict]:
     import httpx
 
-    from ragopt.backends.child_server import ChildServerError, served
+    from ragopt.backends.child_server import served
+    from ragopt.errors import ChildServerError
 
     keys = workdir / "keys.json"
     keys.write_text(json.dumps({"check": {"tenant": "public", "scopes": []}}))

@@ -18,9 +18,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator, Mapping, Sequence
 
-
-class ChildServerError(RuntimeError):
-    """The server exited before its health URL answered, or did not answer in time; the message ends with its log's tail."""
+from ragopt.errors import ChildServerError
 
 
 def free_port() -> int:

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from ragopt.backends import child_server
-from ragopt.errors import InputError
+from ragopt.errors import ChildServerError, InputError
 
 LLAMA_CPP_PYTHON_VERSION = "0.3.36"  # the llama.cpp sources the binary is built from (its vendored copy)
 
@@ -98,7 +98,7 @@ class LlamaServer:
         try:
             child_server.wait_healthy(self.process, f"{self.base_url}/health", self.log_path,
                                       timeout_s=self.startup_timeout_s, name="llama-server")
-        except child_server.ChildServerError:
+        except ChildServerError:
             if self.process.poll() is None:
                 self.stop()
             raise

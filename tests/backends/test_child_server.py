@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from ragopt.backends.child_server import ChildServerError, answers, free_port, served, start, stop
+from ragopt.backends.child_server import answers, free_port, served, start, stop
+from ragopt.errors import ChildServerError
 
 
 def _gone(pid: int) -> bool:
