@@ -1,7 +1,7 @@
 """What exporting traces costs `ragopt serve`: request latency with OTLP export on, off, and with no OpenTelemetry
 SDK importable at all, in one run.
 
-    python benchmarks/bench_tracing.py [--requests 200] [--rounds 4] [--engine extractive] [--dataset DIR] [--json]
+    python benchmarks/bench_tracing.py [--requests 240] [--rounds 12] [--engine extractive] [--dataset DIR] [--json]
 
 Three `ragopt serve` processes (same flags, same workspace, BM25 over the shipped hospital set by default, answers
 cache off) answer the same questions one at a time:
@@ -10,12 +10,17 @@ cache off) answer the same questions one at a time:
   request and counts its spans), nothing else changed;
 - no_sdk: like off, but the OpenTelemetry SDK and exporter and `mlflow` blocked from import (sys.modules) in the
   serve process (the OpenTelemetry API stays: FastAPI imports it itself).
-Rounds interleave the arms (off, on, no_sdk, ...) so the noise of a shared machine falls on all three. Latency is the
-client's wall-clock per request (HTTP round trip, JSON answer). Reported: p50/p95/mean per arm, on/off and
-no_sdk/off ratios, the spans the receiver decoded (one root + one per stage per exported request), and the
-1-minute load average before and after, and what building and queueing one trace costs (the same
-`export_served` that serve's trace-builder thread calls, on a real response, timed call by call in this process: the median of 300). The default engine, extractive, makes requests short (a few ms), so the
-export's share is as large as it gets; with an LLM it is a smaller share of seconds.
+Each round starts a fresh serve process per arm, one arm at a time, in an order rotated from round to round: two
+processes on the same flags differ by several percent (memory layout, hash seeds; the no_sdk arm, which loads the same
+modules as off, came out 3% slower than off in one run and 5-7% faster in three when each arm kept one process), so
+only many processes per arm, in every position, average that out. Latency is the client's wall-clock per request
+(HTTP round trip, JSON answer). Reported: p50/p95/mean per arm over all rounds, on/off and no_sdk/off ratios, the same
+ratio per round (its spread is the process noise), the spans the receiver decoded (one root + one per stage per
+exported request), the 1-minute load average before and after, and what one trace costs: building it (the same
+`export_served` that serve's exporter process calls, on a real response, timed call by call in this process: the
+median of 300) and handing it over (pickling it, as the queue to the exporter process does in the serving process).
+The default engine, extractive, makes requests short (a few ms), so the export's share is as large as it gets; with
+an LLM it is a smaller share of seconds.
 """
 
 from __future__ import annotations
@@ -27,7 +32,7 @@ import sys
 import tempfile
 import threading
 import time
-from contextlib import ExitStack, contextmanager
+from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, Iterator
@@ -45,9 +50,9 @@ BLOCK = ("import sys; sys.modules.update({'opentelemetry.sdk': None, 'openteleme
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--requests", type=int, default=200, help="measured requests per arm (after --warmup)")
-    p.add_argument("--warmup", type=int, default=10, help="requests per arm before measuring")
-    p.add_argument("--rounds", type=int, default=4, help="interleaved rounds the requests are split into")
+    p.add_argument("--requests", type=int, default=240, help="measured requests per arm (after --warmup)")
+    p.add_argument("--warmup", type=int, default=10, help="requests each serve process answers before it is measured")
+    p.add_argument("--rounds", type=int, default=12, help="rounds the requests are split into, each with fresh processes")
     p.add_argument("--engine", choices=["extractive", "inprocess"], default="extractive")
     p.add_argument("--dataset", default=str(ROOT / "ragopt" / "shipped" / "evalsets" / "hospital"))
     p.add_argument("--json", action="store_true")
@@ -136,10 +141,10 @@ def timed_requests(url: str, asked: list[str], last: list[Any] | None = None) ->
     return ms
 
 
-def export_cost_us(sink_url: str, answer: dict[str, Any], question: str, n: int = 300) -> float:
-    """Median wall-clock microseconds one `Tracing.export_served` call takes on a real response (what serve's worker
-    thread does after handing the answer over: build the spans, queue them), timed call by call in this process with
-    5 ms between calls so the batch exporter's thread sends them meanwhile, as it does between requests."""
+def build_cost_us(sink_url: str, answer: dict[str, Any], question: str, n: int = 300) -> float:
+    """Median wall-clock microseconds one `Tracing.export_served` call takes on a real response (what serve's exporter
+    process does per answer: build the spans, queue them), timed call by call in this process with 5 ms between
+    calls so the batch exporter's thread sends them meanwhile, as it does between requests."""
     import statistics
 
     from ragopt.observe.otel import Tracing
@@ -156,51 +161,98 @@ def export_cost_us(sink_url: str, answer: dict[str, Any], question: str, n: int 
     return statistics.median(took)
 
 
+def handoff_cost_us(answer: dict[str, Any], question: str, n: int = 300) -> float:
+    """Median microseconds to pickle one answer as serve's multiprocessing queue does before the exporter process
+    gets it: the serving process's own share of exporting a trace."""
+    import pickle
+    import statistics
+
+    took = []
+    for _ in range(n):
+        t0 = time.perf_counter()
+        pickle.dumps((answer, question, {}, time.time_ns()), pickle.HIGHEST_PROTOCOL)
+        took.append((time.perf_counter() - t0) * 1e6)
+    return statistics.median(took)
+
+
+def round_order(r: int) -> tuple[str, ...]:
+    """The arms in round r's order: rotated, so each arm comes first, second and third equally often."""
+    return ARMS[r % len(ARMS):] + ARMS[: r % len(ARMS)]
+
+
+def run_round(r: int, asked: list[str], args: argparse.Namespace, paths: tuple[Path, Path], sink_url: str,
+              last: list[Any]) -> dict[str, list[float]]:
+    """One fresh serve process per arm, one after the other: --warmup requests, then `asked`, timed."""
+    workspace, keys = paths
+    out = {}
+    for arm in round_order(r):
+        with served(arm, args, workspace, keys, sink_url) as url:
+            timed_requests(url, asked[: args.warmup])
+            out[arm] = timed_requests(url, asked, last if arm == "on" else None)
+    return out
+
+
+def ratio(a: list[float], b: list[float]) -> float:
+    return percentiles(a)["p50"] / percentiles(b)["p50"]
+
+
 def measure(args: argparse.Namespace) -> dict[str, Any]:
     sink = Sink()
     pool = questions(args.dataset)
     load_before = os.getloadavg()[0]
-    with tempfile.TemporaryDirectory() as tmp, ExitStack() as stack:
+    latencies: dict[str, list[float]] = {arm: [] for arm in ARMS}
+    per_round_ratio: dict[str, list[float]] = {"on_over_off": [], "no_sdk_over_off": []}
+    last: list[Any] = []
+    per_round = -(-args.requests // args.rounds)
+    with tempfile.TemporaryDirectory() as tmp:
         keys = Path(tmp) / "keys.json"
         keys.write_text(json.dumps({"bench": {"tenant": "north-hospital", "scopes": ["clinical"]}}), encoding="utf-8")
-        urls = {arm: stack.enter_context(served(arm, args, Path(tmp) / "ws", keys, sink.url)) for arm in ARMS}
-        for arm in ARMS:
-            timed_requests(urls[arm], pool[: args.warmup])
-        latencies: dict[str, list[float]] = {arm: [] for arm in ARMS}
-        last: list[Any] = []
-        per_round = -(-args.requests // args.rounds)
-        for r in range(args.rounds):
-            asked = [pool[(r * per_round + i) % len(pool)] for i in range(min(per_round, args.requests - r * per_round))]
+        rounds_asked = [[pool[(r * per_round + i) % len(pool)] for i in range(min(per_round, args.requests - r * per_round))]
+                        for r in range(args.rounds)]
+        for r, asked in enumerate(rounds_asked):
+            got = run_round(r, asked, args, (Path(tmp) / "ws", keys), sink.url, last)
             for arm in ARMS:
-                latencies[arm] += timed_requests(urls[arm], asked, last if arm == "on" else None)
-            print(f"round {r + 1}/{args.rounds}: {', '.join(f'{a} {len(v)}' for a, v in latencies.items())}", file=sys.stderr)
-    # the serve processes have stopped: the 'on' one sent what it still held on its way out
+                latencies[arm] += got[arm]
+            per_round_ratio["on_over_off"].append(ratio(got["on"], got["off"]))
+            per_round_ratio["no_sdk_over_off"].append(ratio(got["no_sdk"], got["off"]))
+            print(f"round {r + 1}/{args.rounds} ({', '.join(round_order(r))}): p50 on/off "
+                  f"{per_round_ratio['on_over_off'][-1]:.3f}, no_sdk/off {per_round_ratio['no_sdk_over_off'][-1]:.3f}",
+                  file=sys.stderr)
+    # every 'on' process sent what it still held on its way out
     stats = {arm: percentiles(v) for arm, v in latencies.items()}
-    received = {"traces": len(sink.traces), "spans": sink.spans, "requests_sent_with_export_on": args.warmup + args.requests}
-    cost = export_cost_us(sink.url, last[0], pool[0])  # after the count: these traces reach the same receiver
+    sent_on = len(latencies["on"]) + sum(min(args.warmup, len(asked)) for asked in rounds_asked)
+    received = {"traces": len(sink.traces), "spans": sink.spans, "requests_sent_with_export_on": sent_on}
+    build = build_cost_us(sink.url, last[0], pool[0])  # after the count: these traces reach the same receiver
+    handoff = handoff_cost_us(last[0], pool[0])
     return {
         "engine": args.engine, "dataset": Path(args.dataset).name, "requests_per_arm": args.requests, "rounds": args.rounds,
         "latency_ms": {arm: {k: s[k] for k in ("p50", "p95", "mean", "n")} for arm, s in stats.items()},
         "ratio_on_over_off": {k: stats["on"][k] / stats["off"][k] for k in ("p50", "p95")},
         "ratio_no_sdk_over_off": {k: stats["no_sdk"][k] / stats["off"][k] for k in ("p50", "p95")},
+        "p50_ratio_per_round": per_round_ratio,
         "exported": received,
-        "export_us_per_request": cost, "export_share_of_off_p50": cost / 1000 / stats["off"]["p50"],
+        "build_us_per_request": build, "handoff_us_per_request": handoff,
+        "handoff_share_of_off_p50": handoff / 1000 / stats["off"]["p50"],
         "load_1min": {"before": load_before, "after": os.getloadavg()[0]},
     }
 
 
 def print_table(report: dict[str, Any]) -> None:
     print(f"serve latency per request ({report['engine']} answers, {report['dataset']}, {report['requests_per_arm']} "
-          f"requests per arm in {report['rounds']} interleaved rounds)")
+          f"requests per arm in {report['rounds']} rounds of fresh processes)")
     print(f"  {'arm':<8}{'p50 ms':>10}{'p95 ms':>10}{'mean ms':>10}")
     for arm, s in report["latency_ms"].items():
         print(f"  {arm:<8}{s['p50']:>10.2f}{s['p95']:>10.2f}{s['mean']:>10.2f}")
     on, nosdk = report["ratio_on_over_off"], report["ratio_no_sdk_over_off"]
     print(f"  export on / off: p50 {on['p50']:.3f}x  p95 {on['p95']:.3f}x;  no SDK / off: p50 {nosdk['p50']:.3f}x  p95 {nosdk['p95']:.3f}x")
+    spread = {k: sorted(v) for k, v in report["p50_ratio_per_round"].items()}
+    print("  p50 ratio per round (median, min-max): " + ";  ".join(
+        f"{k.replace('_over_', '/')} {v[len(v) // 2]:.3f} ({v[0]:.3f}-{v[-1]:.3f})" for k, v in spread.items()))
     e = report["exported"]
     print(f"  receiver decoded {e['traces']} traces, {e['spans']} spans for {e['requests_sent_with_export_on']} requests sent")
-    print(f"  building and queueing one request's trace (median call): {report['export_us_per_request']:.0f} us "
-          f"({report['export_share_of_off_p50']:.2%} of the off arm's p50); serve does it on its trace-builder thread, off the request's path")
+    print(f"  one request's trace (median call): building it {report['build_us_per_request']:.0f} us, in serve's exporter "
+          f"process; handing it over {report['handoff_us_per_request']:.0f} us in the serving process "
+          f"({report['handoff_share_of_off_p50']:.2%} of the off arm's p50)")
     print(f"  load average (1 min): {report['load_1min']['before']:.2f} before, {report['load_1min']['after']:.2f} after")
 
 

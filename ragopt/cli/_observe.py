@@ -19,13 +19,17 @@ def add_trace_args(p: argparse.ArgumentParser) -> None:
 
 
 def tracing(args: argparse.Namespace, command: str) -> Any:
-    """A ragopt.observe.otel.Tracing when export is switched on, else None; a bad endpoint, header or a missing
-    SDK is an InputError here, before any work."""
+    """When export is switched on, a ragopt.observe.otel.Tracing (serve: a ServedTraces, whose exporter runs in a
+    child process), else None; a bad endpoint, header or a missing SDK is an InputError here, before any work."""
     from ragopt.observe.settings import otlp_settings
 
     settings = otlp_settings(args.otlp, args.trace_content, command)
     if settings is None:
         return None
+    if command == "serve":
+        from ragopt.observe.served_traces import ServedTraces
+
+        return ServedTraces(settings)
     from ragopt.observe.otel import Tracing
 
     return Tracing(settings)

@@ -10,9 +10,6 @@ thread right after the answer it held the GIL while the answer was being sent.
 
 from __future__ import annotations
 
-import logging
-import queue
-import threading
 import time
 from typing import Any, Iterator, Mapping, Sequence
 
@@ -28,8 +25,6 @@ from ragopt.observe.settings import OtlpSettings
 from ragopt.trace import Span, Trace
 
 EXPORT_TIMEOUT_S = 5.0  # per batch: a dead receiver costs the export thread this long, never a request
-SERVED_QUEUE = 10_000  # served answers waiting for their spans to be built; beyond it a trace is dropped, counted
-log = logging.getLogger(__name__)
 
 
 def placed(spans: list[Span]) -> Iterator[tuple[Span, float]]:
@@ -60,10 +55,6 @@ class Tracing:
         self.provider = TracerProvider(resource=resource)
         self.provider.add_span_processor(BatchSpanProcessor(exporter))
         self.tracer = self.provider.get_tracer("ragopt")
-        self._served: queue.Queue[tuple[dict[str, Any], str, dict[str, str], int] | None] = queue.Queue(SERVED_QUEUE)
-        self._builder: threading.Thread | None = None
-        self._start_lock = threading.Lock()
-        self.dropped = 0  # served traces not exported: the queue was full, or building them failed
 
     def export(self, trace: Trace, root_name: str, attrs: dict[str, Any], *, model: str | None = None,
                headers: Mapping[str, str] | None = None, server: bool = False, end_ns: int | None = None,
@@ -92,7 +83,6 @@ class Tracing:
                 for event in evaluations:
                     child.add_event("gen_ai.evaluation.result", event, timestamp=begin + int(span.ms * 1e6))
             child.end(end_time=begin + int(span.ms * 1e6))
-            time.sleep(0)  # hands the GIL to a thread waiting for it (serve's event loop sending an answer)
         if trace.degraded:
             root.set_attribute("ragopt.degraded", list(trace.degraded))
         if judged is None:
@@ -100,30 +90,6 @@ class Tracing:
                 root.add_event("gen_ai.evaluation.result", event, timestamp=end)
         root.end(end_time=end)
         return format(root.get_span_context().trace_id, "032x")
-
-    def export_served_later(self, out: dict[str, Any], question: str, headers: Mapping[str, str]) -> None:
-        """Queue a served answer for `export_served` on this exporter's own thread, its end time taken now."""
-        if self._builder is None:
-            with self._start_lock:
-                if self._builder is None:
-                    self._builder = threading.Thread(target=self._build_served, name="ragopt-trace-builder", daemon=True)
-                    self._builder.start()
-        try:
-            self._served.put_nowait((out, question, dict(headers), time.time_ns()))
-        except queue.Full:
-            self.dropped += 1
-
-    def _build_served(self) -> None:
-        while (item := self._served.get()) is not None:
-            try:
-                out, question, headers, end_ns = item
-                self.export_served(out, question, headers, end_ns=end_ns)
-            except Exception:  # noqa: BLE001 - a trace that cannot be built is lost, visibly; the answer was sent
-                self.dropped += 1
-                log.warning("a served trace could not be exported", exc_info=True)
-            finally:
-                self._served.task_done()
-        self._served.task_done()
 
     def export_served(self, out: dict[str, Any], question: str, headers: Mapping[str, str], *,
                       end_ns: int | None = None) -> str:
@@ -154,15 +120,9 @@ class Tracing:
                            content={"input.value": question, "output.value": answer}, evaluations=evaluations)
 
     def flush(self, timeout_s: float = 10.0) -> bool:
-        """Build what is queued, then send every span; False when the sending timed out."""
-        if self._builder is not None:
-            self._served.join()
+        """Send every span ended so far; False when the sending timed out."""
         return self.provider.force_flush(int(timeout_s * 1000))
 
     def shutdown(self) -> None:
-        """Build and send what is queued, then stop."""
-        if self._builder is not None:
-            self._served.put(None)
-            self._builder.join()
-            self._builder = None
+        """Send what is queued, then stop."""
         self.provider.shutdown()

@@ -181,7 +181,7 @@ class _Requests:
 
     def __init__(self, service: RagService, keys: dict[str, Principal], pool: ThreadPoolExecutor, tracing: Any = None):
         self.service, self.keys, self.pool = service, keys, pool
-        self.tracing = tracing  # ragopt.observe.otel.Tracing when traces are exported, else None
+        self.tracing = tracing  # a ragopt.observe.served_traces.ServedTraces when traces are exported, else None
 
     def error(self, status: int, message: str, endpoint: str, outcome: str, headers: dict[str, str] | None = None,
               **extra: Any) -> Any:
@@ -217,7 +217,7 @@ class _Requests:
                 loop.call_soon_threadsafe(queue.put_nowait, ("error", exc))
                 return
             if self.tracing is not None:
-                self.tracing.export_served_later(out, question, headers)  # built off this thread
+                self.tracing.export_served_later(out, question, headers)  # built by the exporter process
 
         loop.run_in_executor(self.pool, work)
         return handle, queue
@@ -311,7 +311,8 @@ class _Requests:
 
 
 def create_app(service: RagService, keys: dict[str, Principal], max_workers: int = 256, tracing: Any = None) -> Any:
-    """`tracing`: a ragopt.observe.otel.Tracing that exports each answered request's trace (None: no export)."""
+    """`tracing`: a ragopt.observe.served_traces.ServedTraces that exports each answered request's trace (None: no
+    export)."""
     app = FastAPI(title="ragopt serve")
     pool = ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="ragopt-serve")
     app.router.on_shutdown.append(lambda: pool.shutdown(wait=False, cancel_futures=True))

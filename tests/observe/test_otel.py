@@ -103,13 +103,13 @@ def test_serve_exports_each_request_to_mlflow_from_the_otel_variables_alone(
 @contextmanager
 def _app(tiny_gguf: Path, files: dict[str, Path], env: dict[str, str], content: bool = False) -> Iterator[tuple[str, Any]]:
     """The serve app in-process on a real uvicorn, exporting with the settings `env` gives."""
-    from ragopt.observe.otel import Tracing
+    from ragopt.observe.served_traces import ServedTraces
     from ragopt.observe.settings import otlp_settings
     from ragopt.serve.app import create_app, load_api_keys
     from ragopt.serve.build import ServeOptions, build_service
     from ragopt.serve.service import ServeSettings
 
-    tracing = Tracing(otlp_settings(None, content, "serve", env))
+    tracing = ServedTraces(otlp_settings(None, content, "serve", env))
     opts = ServeOptions(settings=ServeSettings(), plan=served_plan(model=str(tiny_gguf), n_ctx=4096, max_tokens=8),
                         dataset=str(files["dataset"]), cache=False)
     with ExitStack() as stack:
