@@ -24,14 +24,14 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 
-def shipped_parts(chunk_size: int | None, top_k: int) -> list[Any]:
-    """Prompt parts of the shipped questions and follow-ups, each with its BM25 top_k."""
+def shipped_cases(chunk_size: int | None, top_k: int) -> list[tuple[Any, list[Any]]]:
+    """The shipped set's questions and follow-ups, each with its BM25 top_k over the shipped corpus chunked by the
+    embedder's tokens (None: whole documents). tests/stages/test_prompt.py fits the same prompts."""
     from ragopt.backends.bm25 import BM25Index
     from ragopt.backends.chunker import Chunker
     from ragopt.config import BM25Config, ChunkerConfig
     from ragopt.data import load_evalset
     from ragopt.shipped import shipped_dataset
-    from ragopt.stages.prompt import PromptConfig, prompt_parts
     from ragopt.types import Hit
 
     folder = shipped_dataset()
@@ -39,14 +39,15 @@ def shipped_parts(chunk_size: int | None, top_k: int) -> list[Any]:
     chunker = Chunker(ChunkerConfig(mode="whole") if chunk_size is None else ChunkerConfig(mode="tokens", size=chunk_size, overlap=16))
     chunks = chunker.chunk_all(evalset.documents)
     bm25 = BM25Index([c.indexed_text for c in chunks], BM25Config())
-    parts = []
+    cases = []
     for q in evalset.queries + load_evalset(folder / "followups.jsonl").queries:
-        hits = [Hit(chunk=chunks[i], score=s, rank=r, retriever="bm25") for r, (i, s) in enumerate(bm25.search(q.query.text, top_k), 1)]
-        parts.append(prompt_parts(q.query, hits, PromptConfig()))
-    return parts
+        found = bm25.search(q.query.text, top_k)
+        cases.append((q.query, [Hit(chunk=chunks[i], score=s, rank=r, retriever="bm25") for r, (i, s) in enumerate(found, 1)]))
+    return cases
 
 
-def measure(arm: str, parts: list[Any], budget: int) -> dict[str, Any]:
+def measure(arm: str, parts: list[Any], budget: int) -> tuple[dict[str, Any], list[list[int]]]:
+    """One arm's CPU seconds (cold, then warm) and the fitted prompts' tokens."""
     from ragopt.config import EmbedderConfig
     from ragopt.stages.prompt import CountingRenderer, fit_prompt
     from ragopt.tokencount import token_counter
@@ -60,8 +61,7 @@ def measure(arm: str, parts: list[Any], budget: int) -> dict[str, Any]:
         tokens = [fit_prompt(p, renderer, budget).tokens for p in parts]
         out[f"{phase}_cpu_s"] = round(time.process_time() - t0, 3)
     out["tokens"] = sum(map(len, tokens))
-    out["_tokens"] = tokens
-    return out
+    return out, tokens
 
 
 def main() -> int:
@@ -76,11 +76,13 @@ def main() -> int:
         chunk_size = None if args.chunk_size == "whole" else int(args.chunk_size)
     except ValueError:
         p.error("--budgets takes integers, --chunk-size 'whole' or an integer")
-    parts = shipped_parts(chunk_size, args.top_k)
+    from ragopt.stages.prompt import PromptConfig, prompt_parts
+
+    parts = [prompt_parts(query, hits, PromptConfig()) for query, hits in shipped_cases(chunk_size, args.top_k)]
     rows, same = [], True
     for budget in budgets:
-        joined, whole = measure("joined", parts, budget), measure("whole", parts, budget)
-        same &= joined.pop("_tokens") == whole.pop("_tokens")
+        (joined, joined_tokens), (whole, whole_tokens) = measure("joined", parts, budget), measure("whole", parts, budget)
+        same &= joined_tokens == whole_tokens
         rows += [joined, whole]
         for phase in ("cold", "warm"):
             joined[f"{phase}_ratio_to_whole"] = round(joined[f"{phase}_cpu_s"] / max(whole[f"{phase}_cpu_s"], 1e-9), 3)

@@ -4,9 +4,9 @@ last passage, the question: never over budget) and the prompt stage that runs th
 from __future__ import annotations
 
 import random
+from pathlib import Path
 
 import pytest
-
 
 from ragopt.errors import InputError
 from ragopt.pipeline import Pipeline, RequestState
@@ -21,6 +21,8 @@ from ragopt.stages.prompt import (
     prompt_parts,
 )
 from ragopt.types import Chunk, Hit, Query, Turn
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def make_hits(n: int, words: int = 20, prefix: str = "c") -> list[Hit]:
@@ -238,24 +240,15 @@ def test_fitting_many_passages_tokenizes_prompts_near_the_answer_only() -> None:
 
 
 def _shipped_cases(chunk_size: int | None, top_k: int) -> list[tuple[Query, list[Hit]]]:
-    """The shipped set's questions and follow-ups, each with its BM25 top_k over the shipped corpus chunked by
-    the embedder's tokens (None: whole documents)."""
-    from ragopt.backends.bm25 import BM25Index
-    from ragopt.backends.chunker import Chunker
-    from ragopt.config import BM25Config, ChunkerConfig
-    from ragopt.data import load_evalset
-    from ragopt.shipped import shipped_dataset
+    """benchmarks/bench_prompt_fit.py's cases (the shipped questions and follow-ups with their BM25 top_k): the
+    prompts that benchmark times are the ones checked here."""
+    import importlib.util
 
-    folder = shipped_dataset()
-    evalset = load_evalset(folder)
-    chunker = Chunker(ChunkerConfig(mode="whole") if chunk_size is None else ChunkerConfig(mode="tokens", size=chunk_size, overlap=16))
-    chunks = chunker.chunk_all(evalset.documents)
-    bm25 = BM25Index([c.indexed_text for c in chunks], BM25Config())
-    cases = []
-    for q in evalset.queries + load_evalset(folder / "followups.jsonl").queries:
-        found = bm25.search(q.query.text, top_k)
-        cases.append((q.query, [Hit(chunk=chunks[i], score=s, rank=r, retriever="bm25") for r, (i, s) in enumerate(found, 1)]))
-    return cases
+    spec = importlib.util.spec_from_file_location("bench_prompt_fit", ROOT / "benchmarks" / "bench_prompt_fit.py")
+    assert spec is not None and spec.loader is not None
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    return bench.shipped_cases(chunk_size, top_k)
 
 
 @pytest.mark.parametrize("tokenizer", ["embedder", "generator"])
