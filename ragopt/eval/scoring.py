@@ -6,11 +6,38 @@ from __future__ import annotations
 from typing import Any, Iterator, Sequence
 
 from ragopt.cache import Cache, CacheKey
+from ragopt.config import fingerprint
 from ragopt.data import EvalSet
 from ragopt.eval import metrics as M
-from ragopt.eval.executor import QueryOutcome
-from ragopt.eval.space import CITATION_METRICS
+from ragopt.eval.executor import QueryOutcome, code_fingerprint
+from ragopt.eval.space import CITATION_METRICS, SweepConfig
 from ragopt.types import Chunk
+
+SCORES_NAMESPACE = "trial-scores"
+
+
+def trial_scores(outcomes: Sequence[QueryOutcome], evalset: EvalSet, config: SweepConfig, names: Sequence[str],
+                 cache: Cache, corpus_fingerprint: str) -> dict[str, list[float | None]]:
+    """One trial's per-query rank, citation and answer scores, remembered by what they are computed from (the
+    outcomes' rankings and answers, the labelled queries, the documents' texts by their index's
+    `corpus_fingerprint`, the metrics asked for, the scoring code), so a warm re-run of a sweep does not score
+    its trials again."""
+    answer_metrics = [n for n in names if n in config.answer_metrics] if config.answers_on() else []
+
+    def compute(_: list[int]) -> Iterator[tuple[int, dict[str, list[float | None]]]]:
+        per_query = rank_scores(outcomes, evalset, names, config.span_coverage)
+        if config.answers_on():
+            per_query.update(citation_scores(outcomes, evalset))
+            if answer_metrics:
+                per_query.update(answer_scores(outcomes, evalset, answer_metrics, cache))
+        yield 0, per_query
+
+    key = CacheKey(namespace=SCORES_NAMESPACE, payload={
+        "outcomes": fingerprint([[o.query_id, o.ranking, o.answer] for o in outcomes]),
+        "queries": fingerprint([q.model_dump(mode="json") for q in evalset.queries]), "corpus": corpus_fingerprint,
+        "names": sorted(names), "span_coverage": config.span_coverage,
+        "answers": config.answers_on(), "answer_metrics": answer_metrics, "code": code_fingerprint()})
+    return cache.get_or_compute([key], compute).values[0]
 
 
 

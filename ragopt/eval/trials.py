@@ -14,7 +14,7 @@ from ragopt.data import EvalSet
 from ragopt.eval import metrics as M
 from ragopt.eval.executor import QueryOutcome, measuring_context, run_trial
 from ragopt.eval.results import Costs, Trial, TrialParams
-from ragopt.eval.scoring import answer_scores, citation_scores, rank_scores
+from ragopt.eval.scoring import trial_scores
 from ragopt.eval.space import SweepConfig
 from ragopt.plan import PlanConfig
 from ragopt.plan.saved import plan_models
@@ -95,16 +95,11 @@ def score_trial(
     trial_id: str, plan: PlanConfig, outcomes: list[QueryOutcome], index: Any,
     evalset: EvalSet, config: SweepConfig, names: list[str], keep: set[str], cache: Any, judge: Any = None,
 ) -> Trial:
-    per_query = rank_scores(outcomes, evalset, names, config.span_coverage)
+    per_query = dict(trial_scores(outcomes, evalset, config, names, cache, index.manifest.corpus_fingerprint))
     judged = None
-    if config.answers_on():
-        per_query.update(citation_scores(outcomes, evalset))
-        refs = [n for n in names if n in config.answer_metrics]
-        if refs:
-            per_query.update(answer_scores(outcomes, evalset, refs, cache))
-        if judge is not None:  # ragopt.eval.judged.SweepJudge
-            judged = judge.score(trial_id, outcomes, evalset, index, cache)
-            per_query.update({n: v for n, v in judged.per_query.items() if n in names})
+    if config.answers_on() and judge is not None:  # ragopt.eval.judged.SweepJudge
+        judged = judge.score(trial_id, outcomes, evalset, index, cache)
+        per_query.update({n: v for n, v in judged.per_query.items() if n in names})
     stage_ms: dict[str, list[float]] = {}
     for o in outcomes:
         for stage, ms in o.stage_ms.items():

@@ -91,6 +91,26 @@ def test_a_warm_rerun_is_served_from_the_workspace_and_remeasure_runs_again(swep
     assert {t.id: t.metrics for t in fresh.results.trials} == {t.id: t.metrics for t in swept["outcome"].results.trials}
 
 
+def test_each_trials_scores_are_remembered_by_content_and_new_labels_are_scored_anew(swept: dict[str, Any]) -> None:
+    from ragopt.cache import workspace_cache
+    from ragopt.eval.scoring import SCORES_NAMESPACE
+
+    evalset = swept["evalset"]
+    first = evalset.queries[0]
+    # the same queries (so the same remembered outcomes) with the first query's judgements moved to other documents
+    moved = {d.id: 1 for d in evalset.documents if d.id not in first.relevance}
+    relabelled = evalset.model_copy(update={"queries": [first.model_copy(update={"relevance": moved}), *evalset.queries[1:]]})
+    again = {t.id: t for t in run_sweep(relabelled, CONFIG, swept["ws"], progress=False).results.trials}
+    assert all(t.costs.latency_cached for t in again.values())  # outcomes read back, scores not
+    for tid, trial in swept["trials"].items():
+        assert again[tid].per_query["ndcg@10"][1:] == trial.per_query["ndcg@10"][1:]
+    assert any(again[tid].per_query["ndcg@10"][0] != t.per_query["ndcg@10"][0] for tid, t in swept["trials"].items())
+    cache = workspace_cache(swept["ws"])
+    # one score set per trial and labelling: the warm re-runs before this one found theirs
+    assert cache.evict(SCORES_NAMESPACE) == 2 * len(swept["trials"])
+    cache.close()
+
+
 class ToyConfig(StrictModel):
     drop_first: bool = knob(False, sweep=[False, True])
 
