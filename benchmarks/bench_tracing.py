@@ -11,9 +11,9 @@ cache off) answer the same questions one at a time:
 - no_sdk: like off, but the OpenTelemetry SDK and exporter and `mlflow` blocked from import (sys.modules) in the
   serve process (the OpenTelemetry API stays: FastAPI imports it itself).
 Each round starts a fresh serve process per arm, one arm at a time, in an order rotated from round to round: two
-processes on the same flags differ by several percent (memory layout, hash seeds; the no_sdk arm, which loads the same
-modules as off, came out 3% slower than off in one run and 5-7% faster in three when each arm kept one process), so
-only many processes per arm, in every position, average that out. Latency is the client's wall-clock per request
+processes on the same flags differ by several percent (per-round p50 ratios spread 0.77-1.24), so only many
+processes per arm, in every position, average that out. (The no_sdk arm, which loads the same modules as off, came out
+6-8% faster than off in every run since 2026-12-03 but one: docs/observability.md.) Latency is the client's wall-clock per request
 (HTTP round trip, JSON answer). Reported: p50/p95/mean per arm over all rounds, on/off and no_sdk/off ratios, the same
 ratio per round (its spread is the process noise), the spans the receiver decoded (one root + one per stage per
 exported request), the 1-minute load average before and after, and what one trace costs: building it (the same
@@ -43,9 +43,11 @@ from ragopt.trace import percentiles  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 ARMS = ("off", "on", "no_sdk")
-# the SDK, the exporter and MLflow as if not installed (the OpenTelemetry API stays: FastAPI itself imports it)
-BLOCK = ("import sys; sys.modules.update({'opentelemetry.sdk': None, 'opentelemetry.exporter': None, 'mlflow': None}); "
-         "from ragopt.cli import main; sys.exit(main(sys.argv[1:]))")
+# Every arm's serve starts through the same `python -c` line, so the arms differ only in what is named; the no_sdk
+# arm first marks the SDK, the exporter and MLflow as not installed (the OpenTelemetry API stays: FastAPI itself
+# imports it).
+LAUNCH = "import sys; {block}from ragopt.cli import main; sys.exit(main(sys.argv[1:]))"
+BLOCK = "sys.modules.update({'opentelemetry.sdk': None, 'opentelemetry.exporter': None, 'mlflow': None}); "
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -107,7 +109,7 @@ def served(arm: str, args: argparse.Namespace, workspace: Path, keys: Path, sink
     env["PYTHONPATH"] = str(ROOT)
     if arm == "on":
         env["OTEL_EXPORTER_OTLP_ENDPOINT"] = sink_url
-    head = [sys.executable, "-c", BLOCK] if arm == "no_sdk" else [sys.executable, "-m", "ragopt"]
+    head = [sys.executable, "-c", LAUNCH.format(block=BLOCK if arm == "no_sdk" else "")]
     cmd = [*head, "--workspace", str(workspace), "serve", "--port", str(port), "--dataset", args.dataset, "--api-keys",
            str(keys), "--engine", args.engine, "--retriever", "bm25", "--no-cache", "--key-rate", "10000", "--tenant-rate", "10000"]
     url = f"http://127.0.0.1:{port}"

@@ -3,9 +3,8 @@ serve's response trace) that the JSONL and the response carry, so a figure in th
 
 Imported only when export is switched on (it imports the OpenTelemetry SDK). Spans go out through a
 BatchSpanProcessor: a background thread sends them, so a receiver that is slow or gone loses traces, never
-delays or fails a request. `ragopt serve` also builds its spans off the request's path (`export_served_later`):
-building a request's spans takes about as long as a short request's own Python work, and done in the worker
-thread right after the answer it held the GIL while the answer was being sent.
+delays or fails a request. `ragopt serve` calls `export_served` in a child process of its own
+(ragopt.observe.served_traces), so building spans never holds the serving process's GIL.
 """
 
 from __future__ import annotations
