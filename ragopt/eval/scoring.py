@@ -9,7 +9,9 @@ from ragopt.cache import Cache, CacheKey
 from ragopt.data import EvalSet
 from ragopt.eval import metrics as M
 from ragopt.eval.executor import QueryOutcome
+from ragopt.eval.results import ROUTED_SMALL_SHARE
 from ragopt.eval.space import CITATION_METRICS
+from ragopt.text.routing import SMALL
 from ragopt.types import Chunk
 
 
@@ -36,6 +38,14 @@ def contains_reference(answer: str, reference: str) -> bool:
     correctness proxy for short factual references such as "mmol/L" or "VARCHAR(2)"."""
     norm = lambda text: " ".join(text.lower().split())  # noqa: E731
     return norm(reference) in norm(answer)
+
+
+def route_scores(outcomes: Sequence[QueryOutcome], routing: str | None) -> dict[str, list[float | None]]:
+    """Per query, 1 when the small backend answered it, else 0: the question's own route where the trial routes
+    each one, else the trial's `routing` (PlanConfig.routing: the extractive generator is the "always small" end,
+    an LLM that does not route the "always default" one); None where nothing answers."""
+    return {ROUTED_SMALL_SHARE: [None if (o.route or routing) is None else float((o.route or routing) == SMALL)
+                                 for o in outcomes]}
 
 
 def citation_scores(outcomes: Sequence[QueryOutcome], evalset: EvalSet) -> dict[str, list[float | None]]:

@@ -13,8 +13,8 @@ from ragopt.config import needs_vectors
 from ragopt.data import EvalSet
 from ragopt.eval import metrics as M
 from ragopt.eval.executor import QueryOutcome, measuring_context, run_trial
-from ragopt.eval.results import Costs, Trial, TrialParams
-from ragopt.eval.scoring import answer_scores, citation_scores, rank_scores
+from ragopt.eval.results import ROUTED_SMALL_SHARE, Costs, Trial, TrialParams
+from ragopt.eval.scoring import answer_scores, citation_scores, rank_scores, route_scores
 from ragopt.eval.space import SweepConfig
 from ragopt.plan import PlanConfig
 from ragopt.plan.saved import plan_models
@@ -99,6 +99,8 @@ def score_trial(
     judged = None
     if config.answers_on():
         per_query.update(citation_scores(outcomes, evalset))
+        if ROUTED_SMALL_SHARE in names:
+            per_query.update(route_scores(outcomes, plan.routing()))
         refs = [n for n in names if n in config.answer_metrics]
         if refs:
             per_query.update(answer_scores(outcomes, evalset, refs, cache))
