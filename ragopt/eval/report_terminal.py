@@ -68,23 +68,27 @@ def _stage(stage: str, order: int) -> Column:
 
 
 def columns_by_priority(results: Any, first: Trial) -> tuple[list[Column], list[Column]]:
-    """(the columns always shown: the objective's and the gates' metrics, the share of questions routed to the small
-    backend where trials report one, context tokens, p95 latency; the others, most wanted first, as the README's table of the main job has them: nDCG@10, citation precision
+    """(the columns always shown: the objective's and the gates' metrics (beside their floors where they have one),
+    the share of questions routed to the small backend where trials report one, context tokens, p95 latency; the
+    others, most wanted first, as the README's table of the main job has them: nDCG@10, citation precision
     beside its floor, p50, recall@10, the other citation precisions and contains-reference beside theirs, the ms
     each stage adds where stages differ between trials)."""
     pairs = floor_pairs(results.trials)
     gate_metrics = [v.metric for v in results.verdicts.get(first.id, []) if not is_cost(v.metric)]
-    key = [m for m in dict.fromkeys([quality_metric(results.gates), *gate_metrics]) if m not in {p for p, _ in pairs}]
-    more = {m: len(key) + i for i, m in enumerate(m for m in ("recall@10", "ndcg@10") if m not in key)}
-    n = len(key) + len(more)
+    wanted = list(dict.fromkeys([quality_metric(results.gates), *gate_metrics]))
+    key = [m for m in wanted if m not in {p for p, _ in pairs}]
+    more = {m: len(wanted) + i for i, m in enumerate(m for m in ("recall@10", "ndcg@10") if m not in key)}
+    n = len(wanted) + len(more)
+    cites = [_citation(p, f, wanted.index(p) if p in wanted else n + 3 + i) for i, (p, f) in enumerate(pairs)]
+    wanted_cites = [c for c, (p, _) in zip(cites, pairs) if p in wanted]
+    other_cites = [c for c, (p, _) in zip(cites, pairs) if p not in wanted]
     routed = [Column("small share", lambda t: _number(t.metrics.get(ROUTED_SMALL_SHARE), 3), 0)] if (
-        ROUTED_SMALL_SHARE not in key and any(ROUTED_SMALL_SHARE in t.metrics for t in results.trials)) else []
-    always = [*(_metric(m, i) for i, m in enumerate(key)), *routed, _cost("ctx tok", "context_tokens", 0, n),
+        ROUTED_SMALL_SHARE not in wanted and any(ROUTED_SMALL_SHARE in t.metrics for t in results.trials)) else []
+    always = [*(_metric(m, wanted.index(m)) for m in key), *wanted_cites, *routed, _cost("ctx tok", "context_tokens", 0, n),
               _cost("p95 ms", "p95_ms", 2, n + 2)]
-    cites = [_citation(p, f, n + 3 + i) for i, (p, f) in enumerate(pairs)]
     stages = [_stage(s, n + 3 + len(pairs) + i) for i, s in enumerate(stage_latency_columns(results.trials))]
     ndcg, recall = ([_metric(m, more[m])] if m in more else [] for m in ("ndcg@10", "recall@10"))
-    optional = [*ndcg, *cites[:1], _cost("p50 ms", "p50_ms", 2, n + 1), *recall, *cites[1:], *stages]
+    optional = [*ndcg, *other_cites[:1], _cost("p50 ms", "p50_ms", 2, n + 1), *recall, *other_cites[1:], *stages]
     return always, optional
 
 

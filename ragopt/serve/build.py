@@ -88,6 +88,7 @@ def _plan_parts(opts: ServeOptions, workspace: Path, resources: Any) -> PlanPart
         if note:
             print(note, file=sys.stderr)
         plan = plan.model_copy(update={"retrieval": retrieval, "embedder": embedder_config})
+    plans, small_max_words = _backend_plans(plan, opts.small_model)
     embedder = make_embedder(workspace, plan.embedder, resources)
     if opts.saved is not None:  # before any index is built or model loaded
         check_saved(opts.saved, documents if not (opts.dataset or opts.docs) else None, embedder.fingerprint)
@@ -98,7 +99,6 @@ def _plan_parts(opts: ServeOptions, workspace: Path, resources: Any) -> PlanPart
         index, kb_version = report.index, report.index.manifest.id
         print(f"index {kb_version}: {index.manifest.n_chunks} chunks; embedded {report.embedded} texts, "
               f"{report.cache_hits} from cache", file=sys.stderr)
-    plans, small_max_words = _backend_plans(plan, opts.small_model)
     slots = {route: steps_by_slot(p, index, embedder, workspace, resources=resources, cache_queries=True, skippable=True)
              for route, p in plans.items()}
     served = {route: _backend(route, p, slots[route]) for route, p in plans.items()}
