@@ -24,8 +24,9 @@ OVERFIT = "**OVERFIT**"
 
 def _summary_columns(results: SweepResults) -> tuple[list[str], list[str], list[str]]:
     """The summary's compact columns: the swept params beyond the base ones, the objective's quality metric (beside
-    the share of questions routed to the small backend, where trials report one) and the gates' metrics (less citation precisions: they have their own column, beside the floor), and the
-    costs the objective and the gates read. Every column is in results.csv."""
+    the share of questions routed to the small backend, where trials report one) and the gates' metrics (less
+    citation precisions: they have their own column, beside the floor), and the costs the objective and the gates
+    read. Every column is in results.csv."""
     trials = results.trials
     gated = [g.metric for g in parse_gates(results.gates)]
     with_floors = {p for p, _ in floor_pairs(trials)}

@@ -44,8 +44,8 @@ def route_scores(outcomes: Sequence[QueryOutcome], routing: str | None) -> dict[
     """Per query, 1 when the small backend answered it, else 0: the question's own route where the trial routes
     each one, else the trial's `routing` (PlanConfig.routing: the extractive generator is the "always small" end,
     an LLM that does not route the "always default" one); None where nothing answers."""
-    return {ROUTED_SMALL_SHARE: [None if (o.route or routing) is None else float((o.route or routing) == SMALL)
-                                 for o in outcomes]}
+    routes = [o.route or routing for o in outcomes]
+    return {ROUTED_SMALL_SHARE: [None if route is None else float(route == SMALL) for route in routes]}
 
 
 def citation_scores(outcomes: Sequence[QueryOutcome], evalset: EvalSet) -> dict[str, list[float | None]]:

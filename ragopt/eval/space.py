@@ -18,9 +18,9 @@ from pydantic import Field, field_validator, model_validator
 from ragopt.config import (BM25Config, ChunkerConfig, EmbedderConfig, check_embedder_name, FusionConfig, RetrievalConfig, StoreConfig,
                            StrictModel, fingerprint, knobs, validate)
 from ragopt.errors import InputError
+from ragopt.eval.results import ROUTED_SMALL_SHARE
 from ragopt.judge.judges import JudgeConfig
 from ragopt.judge.judging import METRICS as JUDGED_METRICS
-from ragopt.eval.results import ROUTED_SMALL_SHARE
 from ragopt.plan import PlanConfig, kind_in_slot, spec_for, validate_stage_values
 from ragopt.stages.spec import GENERATE_SLOT, PROMPT_SLOT, ROUTED
 
@@ -282,4 +282,3 @@ def _short(value: Any) -> str:
     if isinstance(value, bool):
         return "on" if value else "off"
     return re.sub(r"[^A-Za-z0-9.]+", "-", str(value))
-

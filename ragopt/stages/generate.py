@@ -9,7 +9,8 @@ once (citations, speculative and draft_tokens are its sweepable knobs):
 An LLM generator brings the prompt stage that matches its model and falls back to the extractive answer when it
 fails. With `route_small_max_words` > 0 it also routes: a short question that asks for no reasoning (the rule of
 ragopt.text.routing) is answered by the extractive answer, the rest by the LLM; the trace says which ("route").
-The extractive generator is the "always small" end of that range, route 0 the "always default" one. `ragopt ask`, `ragopt serve --model/--engine` and a sweep trial all reach these through a plan.
+The extractive generator is the "always small" end of that range, route 0 the "always default" one. `ragopt ask`,
+`ragopt serve --model/--engine` and a sweep trial all reach these through a plan.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from typing import Any, Literal
 from pydantic import Field, model_validator
 
 from ragopt.config import fingerprint, knob, knobs
+from ragopt.pipeline import RequestState, Step
 from ragopt.stages.generate_extractive import ExtractiveConfig
 from ragopt.stages.generate_llama import GeneratorConfig
 from ragopt.stages.spec import ROUTED, BuildContext, ModelFile, Plan, Served, StageSpec
@@ -74,7 +76,7 @@ class RouteQuestion:
     def identity(self) -> dict[str, object]:
         return {"stage": "route", "small_max_words": self.router.small_max_words}
 
-    def run(self, state: Any) -> Any:
+    def run(self, state: RequestState) -> RequestState:
         state.route = self.router.route(state.query.text)
         state.usage.attrs["route"] = state.route
         return state
@@ -108,8 +110,6 @@ def _build(config: GenerateConfig, ctx: BuildContext) -> Any:
     extractive = ExtractiveGenerator(config.extractive_config(), analyzer=ctx.analyzer(), embedder=ctx.embedder)
     if config.generator == "extractive":
         return extractive
-    from ragopt.pipeline import Step
-
     if config.generator == "llama":
         from ragopt.stages.generate_llama import LlamaGenerator
 
@@ -167,10 +167,13 @@ def _ignores(config: GenerateConfig) -> set[str]:
     """The knobs without effect: all but the generator's when nothing answers, the LLM's when the extractive one does."""
     if config.generator == "none":
         return set(knobs(GenerateConfig)) - {"generator"}
-    return set(knobs(GeneratorConfig)) | {"route_small_max_words"} if config.generator == "extractive" else set()
+    if config.generator == "extractive":
+        return set(knobs(GeneratorConfig)) | {"route_small_max_words"}
+    return set()
 
 
 def _routing(config: GenerateConfig) -> str | None:
+    """The extractive answer is the small backend, an LLM the default one, or both when it routes."""
     if config.generator == "none":
         return None
     if config.generator == "extractive":
