@@ -5,8 +5,8 @@ A stage is any object with a `name`, the request fields it `reads` and `writes`,
 fallbacks and deadlines live here, not in stages. A pipeline checks its wiring when it is built: a stage
 that reads a field no earlier stage writes is an error naming both stages.
 
-Fields (see `RequestState`): "query", "query_vector", "hits", "prompt", "answer", and "candidates.NAME",
-the list a retriever named NAME left for fusion. Knobs live on a stage's pydantic `config` (see
+Fields (see `RequestState`): "query", "query_vector", "hits", "prompt", "answer", "route" (the backend a
+routing stage chose for the request), and "candidates.NAME", the list a retriever named NAME left for fusion. Knobs live on a stage's pydantic `config` (see
 `ragopt.config.knob`), so the sweep learns them from the declaration.
 """
 
@@ -22,7 +22,7 @@ from ragopt.trace import Span, Trace, Usage, now_ms
 from ragopt.types import Answer, Hit, Query
 
 
-FIELDS = ("query", "query_vector", "candidates", "hits", "prompt", "answer")
+FIELDS = ("query", "query_vector", "candidates", "hits", "prompt", "answer", "route")
 REQUEST_INPUTS = ("query",)  # what `Pipeline.run` provides before the first stage
 
 
@@ -36,6 +36,7 @@ class RequestState:
     hits: list[Hit] = field(default_factory=list)  # the current ranking handed to the next stage
     prompt: Any = None  # a FittedPrompt (ragopt.stages.prompt), written by the prompt stage
     answer: Answer | None = None
+    route: str | None = None  # the backend a routing stage chose ("small", "default"; ragopt.text.routing)
     deadline: float | None = None  # time.monotonic() value after which work should stop
     arrival: float | None = None  # time.perf_counter() when the request arrived (set by Pipeline.run): TTFT counts from here
     on_token: Callable[[str], None] | None = None  # streaming sink for generators
@@ -62,12 +63,14 @@ class Step:
     """A stage plus how the core treats its failure: `fallback` runs instead; `required=False` skips it visibly.
 
     The fallback gets the request state as the failed stage left it (a generator that failed after writing
-    `state.prompt` leaves that prompt); the failure itself is recorded in `trace.degraded`.
+    `state.prompt` leaves that prompt); the failure itself is recorded in `trace.degraded`. A step with a `route`
+    runs only for requests routed there (`state.route`, written by an earlier stage); others pass it without a span.
     """
 
     stage: Stage
     fallback: Stage | None = None
     required: bool = True
+    route: str | None = None
 
 
 @dataclass
@@ -127,6 +130,8 @@ class Pipeline:
         for i, s in enumerate(self.steps):  # a fallback stands in for its stage: it must fit the same place
             if s.fallback is not None:
                 check_wiring([*(x.stage for x in self.steps[:i]), s.fallback], self.inputs)
+            if s.route is not None and not any("route" in x.stage.writes for x in self.steps[:i]):
+                raise WiringError(f"stage {s.stage.name!r} runs on route {s.route!r}, but no stage before it writes 'route'")
 
     def run(
         self,
@@ -154,6 +159,7 @@ class Pipeline:
         for step in self.steps:
             state = self._run_step(step, state, trace, t0)
         trace.total_ms = now_ms() - t0
+        trace.route = state.route
         return Result(state=state, trace=trace)
 
     def run_many(self, queries: Iterable[Query], *, progress: bool = True, **kwargs: Any) -> list[Result]:
@@ -164,6 +170,8 @@ class Pipeline:
 
     def _run_step(self, step: Step, state: RequestState, trace: Trace, t0: float) -> RequestState:
         stage = step.stage
+        if step.route is not None and step.route != state.route:
+            return state
         remaining = state.remaining_s()
         if remaining is not None and remaining <= 0:
             trace.spans.append(Span(name=stage.name, kind=getattr(stage, "span_kind", "CHAIN"), start_ms=now_ms() - t0,

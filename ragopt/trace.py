@@ -62,6 +62,7 @@ class Trace(BaseModel):
     spans: list[Span] = Field(default_factory=list)
     total_ms: float = 0.0
     degraded: list[str] = Field(default_factory=list)  # visible reasons: "generate: timeout -> extractive"
+    route: str | None = None  # which backend the request was routed to ("small", "default"); None: no routing
 
     def span(self, name: str) -> Span | None:
         return next((s for s in self.spans if s.name == name), None)

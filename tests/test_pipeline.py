@@ -143,3 +143,33 @@ def test_a_wiring_mistake_fails_at_construction_naming_both_stages(tiny_index: A
     with pytest.raises(WiringError, match="'generate.fallback'|'vector' reads"):  # a fallback must fit the same place
         Pipeline([KeywordSearch(index), Step(Broken("generate"), fallback=VectorSearch(index))])
     Pipeline([VectorSearch(index)], inputs=("query", "query_vector"))  # a state prepared by other stages
+
+
+class Route:
+    """Routes every request to `route` (the generate stage's RouteQuestion does it by the question's words)."""
+
+    name, reads, writes = "route", ("query",), ("route",)
+
+    def __init__(self, route: str) -> None:
+        self.route = route
+
+    def run(self, state: RequestState) -> RequestState:
+        state.route = self.route
+        return state
+
+
+def test_a_routed_step_runs_only_on_its_route_and_the_trace_records_the_route(tiny_index: Any) -> None:
+    index, _ = tiny_index
+    for route, ran in (("small", "bm25"), ("default", "vector")):
+        steps = [Route(route), Step(KeywordSearch(index), route="small"), Step(Broken("vector"), route="default",
+                                                                               fallback=KeywordSearch(index, name="bm25-again"))]
+        result = Pipeline(steps).run("ocean tides")
+        assert result.trace.route == route and [s.name for s in result.trace.spans][1] == ran
+        assert len(result.trace.spans) == (2 if route == "small" else 3)  # a step of the other route leaves no span
+    assert Pipeline([KeywordSearch(index)]).run("tides").trace.route is None
+
+
+def test_a_routed_step_needs_a_stage_before_it_that_writes_the_route(tiny_index: Any) -> None:
+    index, _ = tiny_index
+    with pytest.raises(WiringError, match="'bm25' runs on route 'small', but no stage before it writes 'route'"):
+        Pipeline([Step(KeywordSearch(index), route="small"), Route("small")])

@@ -14,14 +14,15 @@ PACKAGE = Path(__file__).resolve().parents[1] / "ragopt"
 def test_the_shipped_files_lie_inside_the_package() -> None:
     assert shipped_dataset().is_relative_to(PACKAGE)
     assert {p.name for p in shipped_dataset().iterdir()} >= {"corpus.jsonl", "questions.jsonl", "followups.jsonl"}
-    assert {p.stem for p in shipped_configs()} >= {"hospital-sweep", "hospital-citations", "cmrc-sweep", "scifact-sweep"}
+    assert {p.stem for p in shipped_configs()} >= {"hospital-sweep", "hospital-citations", "hospital-routed", "cmrc-sweep",
+                                                "scifact-sweep"}
     assert shipped_config() == PACKAGE / "shipped" / "pipelines" / "hospital-sweep.toml"
 
 
 def test_the_hospital_configs_name_the_shipped_set_relative_to_themselves() -> None:
     import tomllib
 
-    for name in ("hospital-sweep", "hospital-citations"):
+    for name in ("hospital-sweep", "hospital-citations", "hospital-routed"):
         path = shipped_config(name)
         assert path is not None
         dataset = tomllib.loads(path.read_text(encoding="utf-8"))["dataset"]

@@ -142,8 +142,9 @@ def _apply_stage_settings(assignments: list[str], data: dict[str, Any], flags: d
     for kind in {_stage_setting(a)[0] for a in assignments}:
         try:
             validate_stage_values(kind, data["stages"][kind], "--set")
-        except InputError as exc:
-            raise InputError(exc.message, field="--set") from None
+        except InputError as exc:  # named as the flag names it: KIND.KNOB
+            named = f"{kind}.{exc.field.rpartition('.')[2]}: " if exc.field and exc.field != "--set" else ""
+            raise InputError(named + exc.message, field="--set") from None
 
 
 def _validate_naming_flags(data: dict[str, Any], source: str, flags: dict[str, str]):  # type: ignore[no-untyped-def]

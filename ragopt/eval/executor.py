@@ -27,7 +27,7 @@ from ragopt.pipeline import Pipeline, Step
 from ragopt.stages.prompt import prompt_fingerprint
 from ragopt.types import Answer, Query
 
-NAMESPACE = "trial-outcomes"
+NAMESPACE = "trial-outcomes-2"  # -2: an outcome keeps the backend its question was routed to
 
 
 @dataclass
@@ -39,6 +39,7 @@ class QueryOutcome:
     prompt_fingerprint: str | None = None  # sha256 of that prompt's text (serve's trace carries the same)
     answer: dict[str, Any] | None = None  # Answer as JSON
     degraded: list[str] = field(default_factory=list)
+    route: str | None = None  # the backend a routing stage sent the question to ("small", "default"); None: no routing
     from_earlier_run: bool = False  # some span was measured by an earlier process
     trace: Any = None  # the request's Trace (not kept on disk)
 
@@ -129,6 +130,7 @@ def _outcome(query: Query, result: Any) -> QueryOutcome:
         prompt_fingerprint=prompt_fingerprint(result.state.prompt),
         answer=None if answer is None else answer.model_dump(mode="json"),
         degraded=list(result.trace.degraded),
+        route=result.trace.route,
         from_earlier_run=from_disk,
         trace=result.trace,
     )

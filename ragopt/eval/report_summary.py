@@ -10,7 +10,7 @@ from ragopt.eval.report_common import (
     _retriever_label, _verdicts, FLOORS_TEXT, beats_floor, floor_pairs, floor_label, closest_trial, fmt_interval,
     held_out_rows, judge_cost_text, judged_trials, noisy_gates, stage_latency_columns, stage_ms, with_floor,
 )
-from ragopt.eval.results import BaselineComparison, HeldOut, SweepResults, Trial, measured
+from ragopt.eval.results import ROUTED_SMALL_SHARE, BaselineComparison, HeldOut, SweepResults, Trial, measured
 
 
 def _md_escape(s: str) -> str:
@@ -23,13 +23,15 @@ OVERFIT = "**OVERFIT**"
 
 
 def _summary_columns(results: SweepResults) -> tuple[list[str], list[str], list[str]]:
-    """The summary's compact columns: the swept params beyond the base ones, the objective's quality metric
-    and the gates' metrics (less citation precisions: they have their own column, beside the floor), and the
-    costs the objective and the gates read. Every column is in results.csv."""
+    """The summary's compact columns: the swept params beyond the base ones, the objective's quality metric (beside
+    the share of questions routed to the small backend, where trials report one) and the gates' metrics (less
+    citation precisions: they have their own column, beside the floor), and the costs the objective and the gates
+    read. Every column is in results.csv."""
     trials = results.trials
     gated = [g.metric for g in parse_gates(results.gates)]
     with_floors = {p for p, _ in floor_pairs(trials)}
-    metrics = [m for m in (quality_metric(results.gates), *(m for m in gated if not is_cost(m))) if m not in with_floors]
+    metrics = [m for m in (quality_metric(results.gates), ROUTED_SMALL_SHARE, *(m for m in gated if not is_cost(m)))
+               if m not in with_floors]
     costs = [*_SUMMARY_COSTS, *(m for m in gated if is_cost(m))]
 
     def present(names: list[str]) -> list[str]:

@@ -11,7 +11,7 @@ from ragopt.eval.gates import is_cost, quality_metric, rank_trials
 from ragopt.eval.report_common import (
     STAGE_PERCENTILES, beats_floor, floor_label, floor_pairs, stage_latency_columns, stage_ms,
 )
-from ragopt.eval.results import Trial, measured
+from ragopt.eval.results import ROUTED_SMALL_SHARE, Trial, measured
 
 TABLE_ROWS = 15
 TABLE_WIDTH = 120  # a terminal's width: a wider table wraps and cannot be read
@@ -68,21 +68,27 @@ def _stage(stage: str, order: int) -> Column:
 
 
 def columns_by_priority(results: Any, first: Trial) -> tuple[list[Column], list[Column]]:
-    """(the columns always shown: the objective's and the gates' metrics, context tokens, p95 latency; the
+    """(the columns always shown: the objective's and the gates' metrics (beside their floors where they have one),
+    the share of questions routed to the small backend where trials report one, context tokens, p95 latency; the
     others, most wanted first, as the README's table of the main job has them: nDCG@10, citation precision
     beside its floor, p50, recall@10, the other citation precisions and contains-reference beside theirs, the ms
     each stage adds where stages differ between trials)."""
     pairs = floor_pairs(results.trials)
     gate_metrics = [v.metric for v in results.verdicts.get(first.id, []) if not is_cost(v.metric)]
-    key = [m for m in dict.fromkeys([quality_metric(results.gates), *gate_metrics]) if m not in {p for p, _ in pairs}]
-    more = {m: len(key) + i for i, m in enumerate(m for m in ("recall@10", "ndcg@10") if m not in key)}
-    n = len(key) + len(more)
-    always = [*(_metric(m, i) for i, m in enumerate(key)), _cost("ctx tok", "context_tokens", 0, n),
+    wanted = list(dict.fromkeys([quality_metric(results.gates), *gate_metrics]))
+    key = [m for m in wanted if m not in {p for p, _ in pairs}]
+    more = {m: len(wanted) + i for i, m in enumerate(m for m in ("recall@10", "ndcg@10") if m not in key)}
+    n = len(wanted) + len(more)
+    cites = [_citation(p, f, wanted.index(p) if p in wanted else n + 3 + i) for i, (p, f) in enumerate(pairs)]
+    wanted_cites = [c for c, (p, _) in zip(cites, pairs) if p in wanted]
+    other_cites = [c for c, (p, _) in zip(cites, pairs) if p not in wanted]
+    routed = [Column("small share", lambda t: _number(t.metrics.get(ROUTED_SMALL_SHARE), 3), 0)] if (
+        ROUTED_SMALL_SHARE not in wanted and any(ROUTED_SMALL_SHARE in t.metrics for t in results.trials)) else []
+    always = [*(_metric(m, wanted.index(m)) for m in key), *wanted_cites, *routed, _cost("ctx tok", "context_tokens", 0, n),
               _cost("p95 ms", "p95_ms", 2, n + 2)]
-    cites = [_citation(p, f, n + 3 + i) for i, (p, f) in enumerate(pairs)]
     stages = [_stage(s, n + 3 + len(pairs) + i) for i, s in enumerate(stage_latency_columns(results.trials))]
     ndcg, recall = ([_metric(m, more[m])] if m in more else [] for m in ("ndcg@10", "recall@10"))
-    optional = [*ndcg, *cites[:1], _cost("p50 ms", "p50_ms", 2, n + 1), *recall, *cites[1:], *stages]
+    optional = [*ndcg, *other_cites[:1], _cost("p50 ms", "p50_ms", 2, n + 1), *recall, *other_cites[1:], *stages]
     return always, optional
 
 

@@ -93,6 +93,9 @@ class Costs(_Open):
 
 
 COST_NAMES = tuple(Costs.model_fields)  # the documented costs: lower is better
+# A metric of sweeps with a routed trial: the share of questions the small backend answered (ragopt.text.routing);
+# the cost side of routing's quality-cost curve (higher is cheaper), 1 for the extractive generator, 0 for an LLM alone
+ROUTED_SMALL_SHARE = "routed_small_share"
 
 
 def measured(value: Any) -> float | None:

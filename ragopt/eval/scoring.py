@@ -10,7 +10,9 @@ from ragopt.config import fingerprint
 from ragopt.data import EvalSet
 from ragopt.eval import metrics as M
 from ragopt.eval.executor import QueryOutcome, code_fingerprint
+from ragopt.eval.results import ROUTED_SMALL_SHARE
 from ragopt.eval.space import CITATION_METRICS, SweepConfig
+from ragopt.text.routing import SMALL
 from ragopt.types import Chunk
 
 SCORES_NAMESPACE = "trial-scores"
@@ -63,6 +65,14 @@ def contains_reference(answer: str, reference: str) -> bool:
     correctness proxy for short factual references such as "mmol/L" or "VARCHAR(2)"."""
     norm = lambda text: " ".join(text.lower().split())  # noqa: E731
     return norm(reference) in norm(answer)
+
+
+def route_scores(outcomes: Sequence[QueryOutcome], routing: str | None) -> dict[str, list[float | None]]:
+    """Per query, 1 when the small backend answered it, else 0: the question's own route where the trial routes
+    each one, else the trial's `routing` (PlanConfig.routing: the extractive generator is the "always small" end,
+    an LLM that does not route the "always default" one); None where nothing answers."""
+    routes = [o.route or routing for o in outcomes]
+    return {ROUTED_SMALL_SHARE: [None if route is None else float(route == SMALL) for route in routes]}
 
 
 def citation_scores(outcomes: Sequence[QueryOutcome], evalset: EvalSet) -> dict[str, list[float | None]]:

@@ -15,12 +15,14 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from ragopt.config import BM25Config, ChunkerConfig, EmbedderConfig, check_embedder_name, FusionConfig, RetrievalConfig, StoreConfig, StrictModel, knobs
+from ragopt.config import (BM25Config, ChunkerConfig, EmbedderConfig, check_embedder_name, FusionConfig, RetrievalConfig, StoreConfig,
+                           StrictModel, fingerprint, knobs, validate)
 from ragopt.errors import InputError
+from ragopt.eval.results import ROUTED_SMALL_SHARE
 from ragopt.judge.judges import JudgeConfig
 from ragopt.judge.judging import METRICS as JUDGED_METRICS
 from ragopt.plan import PlanConfig, kind_in_slot, spec_for, validate_stage_values
-from ragopt.stages.spec import GENERATE_SLOT, PROMPT_SLOT
+from ragopt.stages.spec import GENERATE_SLOT, PROMPT_SLOT, ROUTED
 
 RANK_METRICS = ("recall", "ndcg", "mrr", "precision", "hit")
 CITATION_METRICS = ("citation_precision", "citation_recall", "citation_valid_share", "citation_span_precision",
@@ -181,19 +183,47 @@ class SweepConfig(StrictModel):
         return dims
 
     def plans(self) -> list[tuple[str, PlanConfig]]:
-        """The full grid as (trial id, plan), grouped by embedder and chunker (so shared work stays warm)."""
+        """The full grid as (trial id, plan), grouped by embedder and chunker (so shared work stays warm). A knob
+        its stage ignores under the other choices (StageSpec.ignores) is put back to its default: it makes no trial
+        of its own."""
         dims = self.stage_dimensions()
         varying = [d for d, v in dims.items() if len(v) > 1]
+        effective = (self._effective(dict(zip(dims, combo))) for combo in itertools.product(*dims.values()))
+        choices = list({fingerprint(choice): choice for choice in effective}.values())  # equal choices: one trial
         out = []
         for embedder in self.embedder_configs():
             for chunker in self.chunkers():
                 for k in self.top_k:
                     for variant in self.retrieval_variants(k):
-                        for combo in itertools.product(*dims.values()):
-                            choice = dict(zip(dims, combo))
+                        for choice in choices:
                             out.append((self.trial_id(embedder, chunker, variant, choice, varying),
                                         self.plan(embedder, chunker, variant, choice)))
         return out
+
+    def _effective(self, choice: dict[str, Any]) -> dict[str, Any]:
+        """`choice` ("kind.knob" -> value) with each knob its stage ignores under this choice set to its default."""
+        stages = self.stage_values()
+        out = dict(choice)
+        for kind in dict.fromkeys(dim.split(".", 1)[0] for dim in choice):
+            spec = spec_for(kind)
+            if spec.ignores is None:
+                continue
+            chosen = {dim.split(".", 1)[1]: v for dim, v in choice.items() if dim.startswith(f"{kind}.")}
+            config = validate(spec.config, {**stages[kind], **chosen}, f"stages.{kind}")
+            out.update({f"{kind}.{name}": spec.config.model_fields[name].default
+                        for name in spec.ignores(config) if f"{kind}.{name}" in out})
+        return out
+
+    def routes(self) -> bool:
+        """Whether some trial routes each question to one of two backends (StageSpec.routing): then every answering
+        trial reports its share of questions sent to the small one."""
+        for kind, values in self.stage_values().items():
+            spec = spec_for(kind)
+            swept = {n: v for n, v in values.items() if n in knobs(spec.config) and isinstance(v, list)}
+            for combo in itertools.product(*swept.values()) if spec.routing is not None else ():
+                if spec.routing(validate(spec.config, {**values, **dict(zip(swept, combo))}, f"stages.{kind}")) == ROUTED:
+                    return True
+        return False
 
     def plan(self, embedder: EmbedderConfig, chunker: ChunkerConfig, variant: RetrievalConfig, choice: dict[str, Any]) -> PlanConfig:
         stages = self.stage_values()
@@ -229,6 +259,7 @@ class SweepConfig(StrictModel):
         names += [f"span_recall@{k}" for k in self.cutoffs()] if with_spans else []
         if self.answers_on():
             names += list(CITATION_METRICS) + (list(self.answer_metrics) if with_references else [])
+            names += [ROUTED_SMALL_SHARE] if self.routes() else []
             if self.judge.on():
                 names += [m for m in JUDGED_METRICS if m != "answer_correctness" or with_references]
         return names

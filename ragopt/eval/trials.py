@@ -13,8 +13,8 @@ from ragopt.config import needs_vectors
 from ragopt.data import EvalSet
 from ragopt.eval import metrics as M
 from ragopt.eval.executor import QueryOutcome, measuring_context, run_trial
-from ragopt.eval.results import Costs, Trial, TrialParams
-from ragopt.eval.scoring import trial_scores
+from ragopt.eval.results import ROUTED_SMALL_SHARE, Costs, Trial, TrialParams
+from ragopt.eval.scoring import route_scores, trial_scores
 from ragopt.eval.space import SweepConfig
 from ragopt.plan import PlanConfig
 from ragopt.plan.saved import plan_models
@@ -97,6 +97,8 @@ def score_trial(
 ) -> Trial:
     per_query = dict(trial_scores(outcomes, evalset, config, names, cache, index.manifest.corpus_fingerprint))
     judged = None
+    if config.answers_on() and ROUTED_SMALL_SHARE in names:  # what the plan's routing cost: not remembered, cheap
+        per_query.update(route_scores(outcomes, plan.routing()))
     if config.answers_on() and judge is not None:  # ragopt.eval.judged.SweepJudge
         judged = judge.score(trial_id, outcomes, evalset, index, cache)
         per_query.update({n: v for n, v in judged.per_query.items() if n in names})

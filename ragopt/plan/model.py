@@ -33,6 +33,12 @@ class PlanConfig(StrictModel):
         """Whether some stage of this plan writes an answer (a generator that is not "none")."""
         return any(spec_for(k).answers is not None and spec_for(k).answers(self.stage_config(k)) for k in self.stages)
 
+    def routing(self) -> str | None:
+        """Which backend answers this plan's questions: "small", "default", ROUTED (per question) or None (no
+        stage answers, or none says); see StageSpec.routing."""
+        found = (spec_for(k).routing(self.stage_config(k)) for k in self.stages if spec_for(k).routing is not None)
+        return next((r for r in found if r is not None), None)
+
     def params(self) -> dict[str, Any]:
         """The knobs of this plan as flat "kind.knob" -> value (results.json params, report labels)."""
         out: dict[str, Any] = {}

@@ -54,6 +54,7 @@ class PlanParts:
     kb_version: str  # the index fingerprint ("no-kb" without documents)
     retrieval_id: str  # what identifies the retrieval steps (their config), part of the retrieval-cache key
     kv_bytes: float | None = None
+    small_max_words: int | None = None  # the plan's own routing limit, when it routes to the extractive answer
 
 
 def _documents(opts: ServeOptions) -> list[Any] | None:
@@ -87,6 +88,7 @@ def _plan_parts(opts: ServeOptions, workspace: Path, resources: Any) -> PlanPart
         if note:
             print(note, file=sys.stderr)
         plan = plan.model_copy(update={"retrieval": retrieval, "embedder": embedder_config})
+    plans, small_max_words = _backend_plans(plan, opts.small_model)
     embedder = make_embedder(workspace, plan.embedder, resources)
     if opts.saved is not None:  # before any index is built or model loaded
         check_saved(opts.saved, documents if not (opts.dataset or opts.docs) else None, embedder.fingerprint)
@@ -97,7 +99,6 @@ def _plan_parts(opts: ServeOptions, workspace: Path, resources: Any) -> PlanPart
         index, kb_version = report.index, report.index.manifest.id
         print(f"index {kb_version}: {index.manifest.n_chunks} chunks; embedded {report.embedded} texts, "
               f"{report.cache_hits} from cache", file=sys.stderr)
-    plans = {"default": plan, **({"small": _with_model(plan, opts.small_model)} if opts.small_model else {})}
     slots = {route: steps_by_slot(p, index, embedder, workspace, resources=resources, cache_queries=True, skippable=True)
              for route, p in plans.items()}
     served = {route: _backend(route, p, slots[route]) for route, p in plans.items()}
@@ -107,7 +108,28 @@ def _plan_parts(opts: ServeOptions, workspace: Path, resources: Any) -> PlanPart
     return PlanParts([s for slot in HITS_SLOTS for s in by_slot[slot]], [s for slot in BEFORE_GENERATION for s in by_slot[slot]],
                      {route: backend for route, (backend, _) in served.items()},
                      [s for slot in AFTER_GENERATION for s in by_slot[slot]],
-                     kb_version, retrieval_id if index is not None else "no-retrieval", served["default"][1])
+                     kb_version, retrieval_id if index is not None else "no-retrieval", served["default"][1], small_max_words)
+
+
+def _backend_plans(plan: PlanConfig, small_model: str | None) -> tuple[dict[str, PlanConfig], int | None]:
+    """The plans of the backends by route: the plan's own ("default") and, for short questions, the same with
+    --small-model; or, for a plan that routes them to the extractive answer (a sweep's routed trial), the plan
+    without routing and its extractive generator, with the word limit it routes by (else None: the flags')."""
+    from ragopt.plan import kind_in_slot
+
+    kind = kind_in_slot(GENERATE_SLOT)
+    generate = plan.stage_config(kind) if kind in plan.stages else None
+    if generate is None or not generate.routes():
+        return {"default": plan, **({"small": _with_model(plan, small_model)} if small_model else {})}, None
+    if small_model:
+        raise InputError(f"the plan routes short questions to the extractive answer (stages.{kind}.route_small_max_words)"
+                         ": serve it without a small model", field="--small-model")
+
+    def with_generate(**values: Any) -> PlanConfig:
+        return plan.model_copy(update={"stages": {**plan.stages, kind: {**plan.stages[kind], **values}}})
+
+    backends = {"default": with_generate(route_small_max_words=0), "small": with_generate(generator="extractive")}
+    return backends, generate.route_small_max_words
 
 
 def _with_model(plan: PlanConfig, model: str) -> PlanConfig:
@@ -166,6 +188,8 @@ def build_service(opts: ServeOptions, workspace: Path, stack: ExitStack) -> RagS
     redis_client = _redis(opts, stack)
     resources = stack.enter_context(Resources())
     parts = _plan_parts(opts, workspace, resources)
+    if parts.small_max_words is not None:  # what the plan's trial measured, not the flags' default
+        settings = settings.model_copy(update={"small_max_words": parts.small_max_words})
     caches = ServeCaches(open_store(opts.redis_url, workspace / "serve-cache"), settings.answer_ttl_s,
                          settings.retrieval_ttl_s, enabled=opts.cache)
     stack.callback(caches.close)

@@ -1,5 +1,5 @@
-"""Guards of the service: rate limits and quotas, circuit breakers, per-stage deadlines, a fallback chain,
-and model routing.
+"""Guards of the service: rate limits and quotas, circuit breakers, per-stage deadlines, a fallback chain
+(which model answers a question is ragopt.text.routing's rule).
 
 - `RateLimiter`: one token bucket per key ("key:<api key>", "tenant:<tenant>"), in process memory or in
   Redis (a Lua script makes the refill-and-take atomic, so several serve processes share the buckets).
@@ -11,16 +11,13 @@ and model routing.
 - `FallbackChain`: the next stages to try when the primary generator fails (a smaller model, then the
   extractive answer); the pipeline marks the answer degraded.
 - `StageDeadline`: a stage gets at most `seconds` of the request's remaining time.
-- `Router`: short, simple questions go to the small model, the rest to the default.
 Who gets a generation slot, and when, is `ragopt.serve.scheduler`'s job.
 """
 
 from __future__ import annotations
 
-import re
 import threading
 import time
-from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any, Callable, Sequence
 
@@ -283,25 +280,3 @@ class StageDeadline:
         finally:
             if state.deadline == min(mine, outer if outer is not None else mine):
                 state.deadline = outer  # unless a cancel moved it to "now" during the stage: that stays
-
-
-_COMPLEX = re.compile(r"\b(why|how|compare|explain|difference|versus|vs|analy[sz]e|evaluate)\b", re.IGNORECASE)
-# The same asks in Chinese (no spaces, so no word boundaries: a substring is the word).
-_COMPLEX_ZH = ("为什么", "为何", "如何", "怎么", "怎样", "比较", "解释", "区别", "差异", "分析", "评估", "原因")
-
-
-@dataclass(frozen=True)
-class Router:
-    """`route(question)` -> "small" for a question of at most `small_max_words` words (counted as a reader
-    counts them: a Chinese question is cut into words, not one "word" per space-free run) that does not ask for
-    reasoning (why, how, compare, explain... or 为什么, 如何, 比较...), else "default". `small_max_words=0`
-    routes everything to the default model."""
-
-    small_max_words: int = 0
-
-    def route(self, question: str) -> str:
-        from ragopt.text.analyzers import count_words
-
-        if self.small_max_words <= 0 or _COMPLEX.search(question) or any(w in question for w in _COMPLEX_ZH):
-            return "default"
-        return "small" if count_words(question) <= self.small_max_words else "default"

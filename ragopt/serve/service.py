@@ -22,10 +22,11 @@ from ragopt.config import StrictModel
 from ragopt.errors import Refused, SlotRefused
 from ragopt.pipeline import REQUEST_INPUTS, Pipeline, RequestState, Step
 from ragopt.serve.caches import CacheScope, ServeCaches
-from ragopt.serve.guards import (CircuitBreaker, DailyQuota, FallbackChain, Guarded, PromptGate, RateLimiter, Router,
+from ragopt.serve.guards import (CircuitBreaker, DailyQuota, FallbackChain, Guarded, PromptGate, RateLimiter,
                                  SkipWhenAnswered, StageDeadline)
 from ragopt.serve.metrics import ServeMetrics
 from ragopt.serve.scheduler import KeyPolicy, Scheduler, SharedService, TenantPolicy, Ticket, slot_limit
+from ragopt.text.routing import Router
 from ragopt.types import Hit, Query
 
 

@@ -7,7 +7,10 @@ once (citations, speculative and draft_tokens are its sweepable knobs):
 - "http": any OpenAI-compatible server at `base_url` (ragopt.stages.generate_http).
 
 An LLM generator brings the prompt stage that matches its model and falls back to the extractive answer when it
-fails. `ragopt ask`, `ragopt serve --model/--engine` and a sweep trial all reach these through a plan.
+fails. With `route_small_max_words` > 0 it also routes: a short question that asks for no reasoning (the rule of
+ragopt.text.routing) is answered by the extractive answer, the rest by the LLM; the trace says which ("route").
+The extractive generator is the "always small" end of that range, route 0 the "always default" one. `ragopt ask`,
+`ragopt serve --model/--engine` and a sweep trial all reach these through a plan.
 """
 
 from __future__ import annotations
@@ -16,10 +19,12 @@ from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
-from ragopt.config import fingerprint, knob
+from ragopt.config import fingerprint, knob, knobs
+from ragopt.pipeline import RequestState, Step
 from ragopt.stages.generate_extractive import ExtractiveConfig
 from ragopt.stages.generate_llama import GeneratorConfig
-from ragopt.stages.spec import BuildContext, ModelFile, Plan, Served, StageSpec
+from ragopt.stages.spec import ROUTED, BuildContext, ModelFile, Plan, Served, StageSpec
+from ragopt.text.routing import DEFAULT, SMALL, Router
 
 # llama-server's own prompt lookup (build 0c1e570): drafts of up to 4 tokens after a matching 3-gram of the context
 LOOKUP_ARGS = ("--spec-type", "ngram-simple", "--spec-ngram-simple-size-n", "3", "--spec-ngram-simple-size-m", "4")
@@ -33,6 +38,8 @@ class GenerateConfig(GeneratorConfig, ExtractiveConfig):
     generator: Literal["none", "extractive", "llama", "llama-server", "http"] = knob("none", sweep=["extractive", "llama"])
     base_url: str | None = Field(None, description='generator "http": the server\'s root, e.g. http://127.0.0.1:8080')
     server_slots: int = Field(4, ge=1, description='generator "llama-server": sequences the child server decodes at once')
+    route_small_max_words: int = knob(0, sweep=[0, 8], ge=0, description="LLM generators: a question of at most this many "
+                                      "words that asks for no reasoning is answered extractively instead (0: none)")
 
     @model_validator(mode="after")
     def _url_for_http(self) -> "GenerateConfig":
@@ -49,6 +56,30 @@ class GenerateConfig(GeneratorConfig, ExtractiveConfig):
     def brings_prompt(self) -> bool:
         """Whether the generator lays out its own prompt (fitted to its model), so no prompt stage is needed."""
         return self.generator not in ("none", "extractive")
+
+    def routes(self) -> bool:
+        """Whether each question goes to the extractive answer or the LLM by the routing rule."""
+        return self.brings_prompt() and self.route_small_max_words > 0
+
+
+class RouteQuestion:
+    """Writes `state.route`: "small" for a question the rule (ragopt.text.routing) calls small, else "default".
+    The steps after it that carry a route run only for requests routed to theirs."""
+
+    name = "route"
+    reads = ("query",)
+    writes = ("route",)
+
+    def __init__(self, small_max_words: int):
+        self.router = Router(small_max_words)
+
+    def identity(self) -> dict[str, object]:
+        return {"stage": "route", "small_max_words": self.router.small_max_words}
+
+    def run(self, state: RequestState) -> RequestState:
+        state.route = self.router.route(state.query.text)
+        state.usage.attrs["route"] = state.route
+        return state
 
 
 def _http_generator(config: GenerateConfig, base_url: str, ctx: BuildContext) -> Any:
@@ -79,8 +110,6 @@ def _build(config: GenerateConfig, ctx: BuildContext) -> Any:
     extractive = ExtractiveGenerator(config.extractive_config(), analyzer=ctx.analyzer(), embedder=ctx.embedder)
     if config.generator == "extractive":
         return extractive
-    from ragopt.pipeline import Step
-
     if config.generator == "llama":
         from ragopt.stages.generate_llama import LlamaGenerator
 
@@ -89,7 +118,10 @@ def _build(config: GenerateConfig, ctx: BuildContext) -> Any:
         server = _llama_server(config, ctx) if config.generator == "llama-server" else None
         llm = _http_generator(config, server.base_url if server else str(config.base_url), ctx)
         llm.server = server  # a server's health and restarts, for serve (None over plain HTTP)
-    return [llm.prompt_stage(), Step(llm, fallback=extractive)]
+    if not config.routes():
+        return [llm.prompt_stage(), Step(llm, fallback=extractive)]
+    return [llm.prompt_stage(), RouteQuestion(config.route_small_max_words), Step(extractive, route=SMALL),
+            Step(llm, fallback=extractive, route=DEFAULT)]
 
 
 def _check(config: GenerateConfig, plan: Plan) -> None:
@@ -131,5 +163,23 @@ def _served(config: GenerateConfig) -> Served | None:
     return Served(model_id, capacity.kv_bytes(model_shape(path), n_ctx, kv_type))
 
 
+def _ignores(config: GenerateConfig) -> set[str]:
+    """The knobs without effect: all but the generator's when nothing answers, the LLM's when the extractive one does."""
+    if config.generator == "none":
+        return set(knobs(GenerateConfig)) - {"generator"}
+    if config.generator == "extractive":
+        return set(knobs(GeneratorConfig)) | {"route_small_max_words"}
+    return set()
+
+
+def _routing(config: GenerateConfig) -> str | None:
+    """The extractive answer is the small backend, an LLM the default one, or both when it routes."""
+    if config.generator == "none":
+        return None
+    if config.generator == "extractive":
+        return SMALL
+    return ROUTED if config.routes() else DEFAULT
+
+
 SPEC = StageSpec("generate", GenerateConfig, _build, slot="generate", check=_check, models=_models, served=_served,
-                 answers=lambda config: config.generator != "none")
+                 answers=lambda config: config.generator != "none", ignores=_ignores, routing=_routing)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Mapping, Protocol
+from typing import TYPE_CHECKING, Any, Callable, Collection, Mapping, Protocol
 
 from ragopt.config import ChunkerConfig, EmbedderConfig, RetrievalConfig, StrictModel
 
@@ -32,6 +32,7 @@ HITS_SLOTS = SLOTS[: SLOTS.index("compress") + 1]  # their output is the hits: w
 GENERATION_SLOTS = ("prompt", "generate")  # a prompt and the generator reading it: one backend when served
 BEFORE_GENERATION = SLOTS[len(HITS_SLOTS): SLOTS.index(GENERATION_SLOTS[0])]  # after the hits, before the prompt
 AFTER_GENERATION = SLOTS[SLOTS.index(GENERATION_SLOTS[-1]) + 1:]  # reads the answer
+ROUTED = "routed"  # a config's routing when a router picks the backend per question (see StageSpec.routing)
 
 
 class Plan(Protocol):
@@ -105,6 +106,13 @@ class StageSpec:
     answers: Callable[[Any], bool] | None = None
     # a request survives this stage's failure (the hits before it still answer): a server skips it, visibly
     skippable: bool = False
+    # the knobs this config leaves without effect (an LLM's knobs when the extractive generator answers): a sweep
+    # puts them back to their defaults, so they multiply no trials
+    ignores: Callable[[Any], Collection[str]] | None = None
+    # which backend answers this config's questions, in ragopt.text.routing's names ("small", "default"), ROUTED when
+    # a router picks one per question, None when it answers nothing: a sweep with a routed trial reports every
+    # trial's share of questions sent to the small backend
+    routing: Callable[[Any], str | None] | None = None
     # the config field naming a cross-encoder, which a sweep may give as "trained:SPLIT" (ragopt.train.reranker)
     trained_reranker: str | None = None
 

@@ -281,7 +281,7 @@ def test_sweep_on_ray_without_ray_installed_is_one_line_naming_executor(tmp_path
     assert not (tmp_path / "out").exists() and not ws.exists()
 
 
-GENERATE_BAD_SETTINGS = {  # every generation setting added for speculative decoding, flash attention and the repetition stop
+GENERATE_BAD_SETTINGS = {  # every generation setting added for speculative decoding, flash attention, the repetition stop, routing
     "ask --speculative": (["ask", "--speculative", "sideways", "why?"], "[--speculative]"),
     "serve --speculative": (["serve", "--api-keys", "{keys}", "--speculative", "sideways"], "[--speculative]"),
     "ask --repeat-stop": (["ask", "--repeat-stop", "1", "why?"], "[--repeat-stop]"),
@@ -290,6 +290,9 @@ GENERATE_BAD_SETTINGS = {  # every generation setting added for speculative deco
     "sweep knob draft_tokens": (["sweep", "--set", "generate.draft_tokens=0"], "greater than or equal to 1"),
     "sweep knob meaning_weight": (["sweep", "--set", "generate.meaning_weight=0.5,1.5"], "less than or equal to 1"),
     "sweep knob cite meaning_weight": (["sweep", "--set", "cite.meaning_weight=-0.1"], "greater than or equal to 0"),
+    "sweep knob route_small_max_words": (["sweep", "--set", "generate.route_small_max_words=8,-1"],
+                                         "generate.route_small_max_words: Input should be greater than or equal to 0"),
+    "generate.route_small_max_words": (["sweep", "--config", "{config}"], "got -8 (route_small_max_words)"),
     "sweep embedders": (["sweep", "--config", "{config}"], "unknown embedder 'multilingual-e5-smal'"),
     "eval --embedder": (["eval", "--embedder", "multilingual-e5-smal", "--dataset", "{dataset}"], "[--embedder]"),
     "generate.repeat_stop": (["sweep", "--config", "{config}"], "repeat_stop must be 0"),
@@ -306,6 +309,7 @@ GENERATE_BAD_CONFIGS = {  # the generator's settings are GeneratorConfig's, unde
     "generate.n_batch under draft_tokens": 'speculative = "prompt_lookup"\nn_batch = 3',
     "generate.flash_attn": 'flash_attn = "sometimes"',
     "the old llama table": 'llama = { speculative = "prompt_lookup" }',
+    "generate.route_small_max_words": 'route_small_max_words = [0, -8]',
 }
 
 

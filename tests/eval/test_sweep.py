@@ -202,3 +202,50 @@ def test_an_unknown_analyzer_in_a_sweep_config_names_the_setting(tmp_path: Any) 
         with pytest.raises(InputError) as err:
             load_toml(path, SweepConfig)
         assert err.value.field == key and "'chinese'" in err.value.message
+
+
+ROUTED = {"generator": ["extractive", "llama"], "route_small_max_words": [0, 5]}
+
+
+def test_a_knob_its_stage_ignores_makes_no_trial_of_its_own() -> None:
+    plans = dict(SweepConfig(retrievers=["bm25"], top_k=[5], stages={"generate": ROUTED}).plans())
+    assert list(plans) == ["whole_bm25_k5_generate-generatorextractive_generate-route_small_max_words0",
+                           "whole_bm25_k5_generate-generatorllama_generate-route_small_max_words0",
+                           "whole_bm25_k5_generate-generatorllama_generate-route_small_max_words5"]  # no routed extractive
+    assert [p.routing() for p in plans.values()] == ["small", "default", "routed"]
+    nothing = SweepConfig(retrievers=["bm25"], top_k=[5], stages={"generate": {"generator": "none", "max_sentences": [1, 2]}})
+    assert len(nothing.plans()) == 1  # no answer, so the answer's knobs change nothing
+
+
+def test_shares_appear_only_in_a_sweep_with_a_routed_trial() -> None:
+    assert SweepConfig(stages={"generate": ROUTED}).routes()
+    for quiet in (SweepConfig(answers="extractive"), SweepConfig(stages={"generate": {**ROUTED, "route_small_max_words": 0}}),
+                  SweepConfig(stages={"generate": {"generator": "extractive", "route_small_max_words": [0, 5]}})):
+        assert not quiet.routes() and "routed_small_share" not in quiet.metric_names(False, True)
+
+
+def test_a_routed_sweep_reports_quality_beside_each_trials_share_of_small_answers(tiny_gguf: Any, tmp_path: Any) -> None:
+    from ragopt.eval.report import csv_rows, write_outputs
+    from ragopt.eval.report_terminal import table_lines
+    from ragopt.text.routing import Router
+
+    evalset = load_beir(write_beir(tmp_path / "tiny"))
+    config = SweepConfig(retrievers=["bm25"], top_k=[3], stages={"generate": {
+        **ROUTED, "model": str(tiny_gguf), "max_tokens": 8}})
+    routes: dict[str, list[Any]] = {}
+    outcome = run_sweep(evalset, config, tmp_path / "ws", progress=False,
+                        on_trial=lambda trial, outcomes: routes.__setitem__(trial.id, [o.route for o in outcomes]))
+    knobs = [t.params.model_dump() for t in outcome.results.trials]
+    shares = {(k["generate.generator"], k["generate.route_small_max_words"]): t.metrics["routed_small_share"]
+              for k, t in zip(knobs, outcome.results.trials)}
+    expected = [Router(5).route(q.query.text) for q in evalset.queries]
+    assert 0 < expected.count("small") < len(expected)  # the tiny set has both kinds
+    assert shares == {("extractive", 0): 1.0, ("llama", 0): 0.0, ("llama", 5): expected.count("small") / len(expected)}
+    routed_id = next(t for t in routes if t.endswith("words5"))
+    assert routes[routed_id] == expected and all(r is None for t, r in routes.items() if t != routed_id for r in r)
+    header, _ = csv_rows(outcome.results)
+    assert "routed_small_share" in header and "citation_precision" in header
+    write_outputs(outcome.results, tmp_path / "out")
+    assert "routed_small_share" in (tmp_path / "out" / "summary.md").read_text(encoding="utf-8")
+    table = table_lines(outcome.results)
+    assert "small share" in table[0] and len(table) >= 4, "\n".join(table)

@@ -1,5 +1,5 @@
 """Guards: token buckets (local and shared in Redis), daily quota, circuit breaker states, fallback chain,
-per-stage deadline and routing."""
+per-stage deadline (the routing rule: tests/text/test_routing.py)."""
 
 from __future__ import annotations
 
@@ -18,7 +18,6 @@ from ragopt.serve.guards import (
     PromptGate,
     RateLimiter,
     SkipWhenAnswered,
-    Router,
     StageDeadline,
 )
 from ragopt.stages.generate_extractive import ExtractiveGenerator
@@ -199,20 +198,3 @@ def test_stage_deadline_tightens_then_restores_the_request_deadline() -> None:
     StageDeadline(Probe(), 0.5).run(state)
     assert seen[0] is not None and seen[0] <= 0.5
     assert state.remaining_s() > 50
-
-
-def test_router_sends_short_simple_questions_to_the_small_model() -> None:
-    router = Router(small_max_words=6)
-    assert router.route("What causes tides?") == "small"
-    assert router.route("Why do tides happen twice a day?") == "default"  # asks for reasoning
-    assert router.route("What is the name of the chess opening where black plays c5?") == "default"  # long
-    assert Router(0).route("hi") == "default"
-
-
-def test_a_chinese_question_is_routed_by_its_words_not_as_one_word() -> None:
-    router = Router(small_max_words=6)
-    assert router.route("上海在哪里？") == "small"  # 上海 / 在 / 哪里: 3 words
-    long_question = "上海证券交易所每天开盘和收盘的具体时间分别是几点钟以及节假日安排"
-    assert len(long_question.split()) == 1  # what the router used to count
-    assert router.route(long_question) == "default"  # 14 words
-    assert router.route("天空为什么是蓝色") == "default"  # short, but asks why

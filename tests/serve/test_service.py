@@ -23,7 +23,7 @@ ACME = Principal(key_id="k1", tenant="acme", scopes=("staff",))
 
 def _service(stack: ExitStack, tiny_gguf: Path, dataset: Path, ws: Path, **kw: Any) -> RagService:
     settings = ServeSettings(**kw.pop("settings", {}))
-    plan = served_plan(model=str(tiny_gguf), n_ctx=4096, max_tokens=kw.pop("max_tokens", 400))
+    plan = served_plan(model=str(tiny_gguf), n_ctx=4096, max_tokens=kw.pop("max_tokens", 400), **kw.pop("generate", {}))
     opts = ServeOptions(settings=settings, plan=plan, dataset=str(dataset), **kw)
     return build_service(opts, ws, stack)
 
@@ -132,3 +132,22 @@ def test_a_failing_reranker_is_skipped_behind_its_breaker(tiny_gguf: Path, serve
             out = guarded.answer("What causes tides?", ACME, AskOptions(realtime=True), RequestHandle())
             assert out["answer"] and any(d.startswith("rerank:") for d in out["trace"]["degraded"])
         assert reranker.calls == 2 and guarded.breakers["rerank"].state == "open"  # the third never reached it
+
+
+def test_a_plan_that_routes_is_served_as_measured_short_questions_extractively(tiny_gguf: Path, serve_files: dict[str, Path],
+                                                                               tmp_path: Path) -> None:
+    from ragopt.errors import InputError
+
+    with ExitStack() as stack:  # a sweep's routed trial: the LLM, and the extractive answer for short questions
+        service = _service(stack, tiny_gguf, serve_files["dataset"], tmp_path, max_tokens=8,
+                           generate={"route_small_max_words": 5})
+        assert service.router.small_max_words == 5 and service.backends["small"].model_id.startswith("extractive:")
+        short = service.answer("What causes tides?", ACME, AskOptions(realtime=True), RequestHandle())
+        long = service.answer("Why does bread dough rise in a warm oven?", ACME, AskOptions(realtime=True), RequestHandle())
+        assert short["trace"]["route"] == "small" and short["trace"]["generator"].startswith("extractive")
+        assert long["trace"]["route"] == "default" and long["trace"]["generator"].startswith("llama:")
+        with pytest.raises(InputError) as refused:  # a second model has no route left to take
+            _service(stack, tiny_gguf, serve_files["dataset"], tmp_path / "other", small_model=str(tiny_gguf),
+                     generate={"route_small_max_words": 5})
+        assert refused.value.field == "--small-model" and "route_small_max_words" in refused.value.message
+        assert not (tmp_path / "other").exists()  # refused before an index was built
