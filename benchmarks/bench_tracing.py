@@ -1,7 +1,7 @@
 """What exporting traces costs `ragopt serve`: request latency with OTLP export on, off, and with no OpenTelemetry
 SDK importable at all, in one run.
 
-    python benchmarks/bench_tracing.py [--requests 240] [--rounds 12] [--engine extractive] [--dataset DIR] [--json]
+    python benchmarks/bench_tracing.py [--requests 1200] [--rounds 12] [--engine extractive] [--dataset DIR] [--json]
 
 Three `ragopt serve` processes (same flags, same workspace, BM25 over the shipped hospital set by default, answers
 cache off) answer the same questions one at a time:
@@ -10,10 +10,11 @@ cache off) answer the same questions one at a time:
   request and counts its spans), nothing else changed;
 - no_sdk: like off, but the OpenTelemetry SDK and exporter and `mlflow` blocked from import (sys.modules) in the
   serve process (the OpenTelemetry API stays: FastAPI imports it itself).
-Each round starts a fresh serve process per arm, one arm at a time, in an order rotated from round to round: two
-processes on the same flags differ by several percent (per-round p50 ratios spread 0.77-1.24), so only many
-processes per arm, in every position, average that out. (The no_sdk arm, which loads the same modules as off, came out
-6-8% faster than off in every run since 2026-12-03 but one: docs/observability.md.) Latency is the client's wall-clock per request
+Each round starts a fresh serve process per arm, one arm at a time, in every order in turn (12 rounds: each of the six
+twice), because two processes on the same flags differ by several percent (per-round p50 ratios spread 0.65-1.35) and
+an arm's place matters: in rotated orders no_sdk always followed 'on' and came out 5-8% faster than off in every run,
+while answering alternately, request by request, the two were equal (10.84 vs 10.83 ms).
+Latency is the client's wall-clock per request
 (HTTP round trip, JSON answer). Reported: p50/p95/mean per arm over all rounds, on/off and no_sdk/off ratios, the same
 ratio per round (its spread is the process noise), the spans the receiver decoded (one root + one per stage per
 exported request), the 1-minute load average before and after, and what one trace costs: building it (the same
@@ -52,7 +53,7 @@ BLOCK = "sys.modules.update({'opentelemetry.sdk': None, 'opentelemetry.exporter'
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--requests", type=int, default=240, help="measured requests per arm (after --warmup)")
+    p.add_argument("--requests", type=int, default=1200, help="measured requests per arm (after --warmup)")
     p.add_argument("--warmup", type=int, default=10, help="requests each serve process answers before it is measured")
     p.add_argument("--rounds", type=int, default=12, help="rounds the requests are split into, each with fresh processes")
     p.add_argument("--engine", choices=["extractive", "inprocess"], default="extractive")
@@ -178,8 +179,12 @@ def handoff_cost_us(answer: dict[str, Any], question: str, n: int = 300) -> floa
 
 
 def round_order(r: int) -> tuple[str, ...]:
-    """The arms in round r's order: rotated, so each arm comes first, second and third equally often."""
-    return ARMS[r % len(ARMS):] + ARMS[: r % len(ARMS)]
+    """The arms in round r's order: every permutation in turn, so each arm comes in each position and after each
+    other arm equally often (in rotated orders one arm always followed 'on')."""
+    import itertools
+
+    orders = list(itertools.permutations(ARMS))
+    return orders[r % len(orders)]
 
 
 def run_round(r: int, asked: list[str], args: argparse.Namespace, paths: tuple[Path, Path], sink_url: str,

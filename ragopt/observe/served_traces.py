@@ -4,7 +4,8 @@ Building a request's spans (the OpenTelemetry SDK's attribute checks, about 0.5 
 and encoding them to protobuf is Python work that, done by a thread of the serving process, holds the GIL the event
 loop and the workers need: measured by benchmarks/bench_tracing.py, it added 1-5% to a short request's p50. Here the
 serving process only hands each answer over (pickled by a multiprocessing queue's feeder thread), and the child runs
-the same `Tracing.export_served` that the JSONL-equivalent figures come from. A full queue or a dead child loses
+the same `Tracing.export_served` that the JSONL-equivalent figures come from, at a lower CPU priority (nice 10), so
+that where it competes with serving for a core the kernel runs serving first. A full queue or a dead child loses
 traces, counted in `dropped`, never requests.
 """
 
@@ -21,6 +22,7 @@ from typing import Any, Mapping
 from ragopt.observe.settings import OtlpSettings
 
 SERVED_QUEUE = 10_000  # answers waiting for the exporter process; beyond it a trace is dropped, counted
+EXPORTER_NICENESS = 10
 PARENT_CHECK_S = 1.0  # how often the child looks whether serve is still there (a SIGKILLed serve leaves no None)
 log = logging.getLogger(__name__)
 
@@ -31,6 +33,10 @@ def _export_until_told(settings: OtlpSettings, jobs: Any, replies: Any, parent: 
     child when to stop."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    try:  # background work: where it competes with serving for a core, the kernel runs serving first
+        os.nice(EXPORTER_NICENESS)
+    except OSError:
+        pass
     from ragopt.observe.otel import Tracing
 
     tracing = Tracing(settings)

@@ -82,11 +82,17 @@ def _gone(pid: int) -> bool:
         return f.read().split(") ")[-1].startswith("Z")
 
 
-def test_a_killed_serve_leaves_no_exporter_behind() -> None:
+def test_the_exporter_runs_niced_and_a_killed_serve_leaves_none_behind() -> None:
     proc = _python(WAIT, start_new_session=True)
     assert proc.stdout is not None
     child = int(proc.stdout.readline())
     assert not _gone(child)
+    # the exporter is background work: it lowers its own CPU priority once started
+    wanted = min(os.getpriority(os.PRIO_PROCESS, proc.pid) + 10, 19)
+    deadline = time.monotonic() + 30
+    while os.getpriority(os.PRIO_PROCESS, child) != wanted and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert os.getpriority(os.PRIO_PROCESS, child) == wanted
     proc.send_signal(signal.SIGKILL)  # no shutdown, no None in the queue: the child must notice by itself
     proc.wait()
     deadline = time.monotonic() + 10
