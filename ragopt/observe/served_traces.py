@@ -29,10 +29,12 @@ log = logging.getLogger(__name__)
 
 def _export_until_told(settings: OtlpSettings, jobs: Any, replies: Any, parent: int) -> None:
     """The child: export each queued answer; on ("flush", n) reply (n, sent, failures since the last reply); stop on
-    None (after sending what is held; reply n = -1) or when serve is gone. Signals are serve's to handle: it tells the
-    child when to stop."""
+    None (after sending what is held; reply n = -1), on SIGTERM, or when serve is gone. Ctrl-C is serve's to handle:
+    it tells the child when to stop. SIGTERM is obeyed (queued answers are still sent): multiprocessing terminates
+    a daemon child at interpreter exit and then joins it, so a child that ignored it would hang its parent forever."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    told_to_stop = []
+    signal.signal(signal.SIGTERM, lambda signum, frame: told_to_stop.append(signum))
     try:  # background work: where it competes with serving for a core, the kernel runs serving first
         os.nice(EXPORTER_NICENESS)
     except OSError:
@@ -43,8 +45,10 @@ def _export_until_told(settings: OtlpSettings, jobs: Any, replies: Any, parent: 
     failed = 0
     while os.getppid() == parent:
         try:
-            job = jobs.get(timeout=PARENT_CHECK_S)
+            job = jobs.get(timeout=0 if told_to_stop else PARENT_CHECK_S)
         except queue.Empty:
+            if told_to_stop:
+                break
             continue
         if job is None:
             break

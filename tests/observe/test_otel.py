@@ -113,10 +113,10 @@ def _app(tiny_gguf: Path, files: dict[str, Path], env: dict[str, str], content: 
     opts = ServeOptions(settings=ServeSettings(), plan=served_plan(model=str(tiny_gguf), n_ctx=4096, max_tokens=8),
                         dataset=str(files["dataset"]), cache=False)
     with ExitStack() as stack:
+        stack.callback(tracing.shutdown)  # also when a check inside fails
         service = build_service(opts, files["ws"], stack)
         with uvicorn_server(create_app(service, load_api_keys(files["keys"]), tracing=tracing)) as url:
             yield url, tracing
-    tracing.shutdown()
 
 
 def _phoenix_spans(client: Any, project: str, want: int) -> list[dict[str, Any]]:

@@ -51,6 +51,20 @@ time.sleep(600)
 """
 
 
+# Starts the exporter, waits until it runs (it has niced itself, after setting its signal handlers), then leaves
+# without shutdown(), as a caller whose code failed would.
+FORGET = """
+import os, time
+from ragopt.observe.served_traces import ServedTraces
+from ragopt.observe.settings import otlp_settings
+traces = ServedTraces(otlp_settings(None, False, "serve", {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:9"}))
+pid = traces._process.pid
+while os.getpriority(os.PRIO_PROCESS, pid) == os.getpriority(os.PRIO_PROCESS, 0):
+    time.sleep(0.05)
+print(pid, flush=True)
+"""
+
+
 def _python(code: str, *args: str, **kwargs: object) -> subprocess.Popen[str]:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     return subprocess.Popen([sys.executable, "-c", code, *args], env=env, stdout=subprocess.PIPE, text=True, **kwargs)  # type: ignore[call-overload]
@@ -99,3 +113,15 @@ def test_the_exporter_runs_niced_and_a_killed_serve_leaves_none_behind() -> None
     while not _gone(child) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert _gone(child)
+
+
+def test_a_caller_that_never_shuts_down_still_exits() -> None:
+    # multiprocessing terminates a daemon child at interpreter exit and then joins it: the child must obey SIGTERM
+    proc = _python(FORGET)
+    try:
+        out, _ = proc.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.communicate()
+        pytest.fail("the interpreter hung at exit, joining its exporter process")
+    assert proc.returncode == 0 and _gone(int(out.strip()))
