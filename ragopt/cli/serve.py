@@ -29,7 +29,8 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
                    help="inprocess: llama.cpp in this process (one request at a time); llama-server: a child "
                         "llama-server with --parallel slots; http: any OpenAI-compatible --backend-url; extractive: no LLM (default: inprocess)")
     p.add_argument("--small-model", default=None, help="GGUF for short, simple questions and as the first fallback")
-    p.add_argument("--small-max-words", type=int, default=8, help="questions up to this many words go to --small-model")
+    p.add_argument("--small-max-words", type=int, default=None,
+                   help="with --small-model: questions up to this many words go to it (default 8)")
     p.add_argument("--backend-url", default=None, help="with --engine http: the server's root URL")
     p.add_argument("--parallel", type=int, default=None, help="llama-server slots (concurrent sequences; default 4)")
     p.add_argument("--redis", default=None, metavar="URL", help="caches, rate limits and quotas in Redis (shared by several serve processes)")
@@ -69,6 +70,7 @@ SETTING_FLAGS = {
 }
 
 
+DEFAULT_SMALL_MAX_WORDS = 8
 ENGINES = {"inprocess": "llama", "llama-server": "llama-server", "http": "http", "extractive": "extractive"}
 
 
@@ -99,7 +101,7 @@ def options(args: argparse.Namespace):  # type: ignore[no-untyped-def]
         answer_ttl_s=args.cache_ttl, retrieval_ttl_s=args.cache_ttl, slots=args.slots if args.slots is not None else _slots(plan),
         kv_budget_bytes=budget, queue_timeout_s=args.queue_timeout, max_queue=args.max_queue, aging_s=args.aging,
         schedule=args.schedule, breaker_failures=args.breaker_failures,
-        breaker_reset_s=args.breaker_reset, small_max_words=args.small_max_words if args.small_model else 0, price=price,
+        breaker_reset_s=args.breaker_reset, small_max_words=_small_max_words(args), price=price,
     )
     opts = ServeOptions(
         settings=settings, plan=plan, saved=saved, small_model=args.small_model, dataset=args.dataset,
@@ -109,6 +111,18 @@ def options(args: argparse.Namespace):  # type: ignore[no-untyped-def]
     )
     _speculation_note(plan)
     return opts
+
+
+def _small_max_words(args: argparse.Namespace) -> int:
+    """The word limit of routing to --small-model (0: no small model); the flag alone would be ignored, so refused."""
+    from ragopt.errors import InputError
+
+    if args.small_model is None:
+        if args.small_max_words is not None:
+            raise InputError("routes questions to --small-model: give one (a plan that routes by itself, a sweep's trial "
+                             "with stages.generate.route_small_max_words, carries its own limit)", field="--small-max-words")
+        return 0
+    return DEFAULT_SMALL_MAX_WORDS if args.small_max_words is None else args.small_max_words
 
 
 def _slots(plan) -> int:  # type: ignore[no-untyped-def]

@@ -60,3 +60,14 @@ def test_a_flag_that_would_change_a_saved_plan_is_refused(results: Path) -> None
     with pytest.raises(InputError) as refused:
         serve_options(["--from", str(results), "--max-tokens", "64"])
     assert refused.value.field == "--max-tokens" and "served as it was measured" in refused.value.message
+
+
+def test_small_max_words_without_a_small_model_is_refused_not_ignored(tiny_gguf: Path) -> None:
+    from ragopt.errors import InputError
+
+    with pytest.raises(InputError) as refused:
+        serve_options(["--model", str(tiny_gguf), "--small-max-words", "12"])
+    assert refused.value.field == "--small-max-words"
+    routed = serve_options(["--model", str(tiny_gguf), "--small-model", str(tiny_gguf), "--small-max-words", "12"])
+    default = serve_options(["--model", str(tiny_gguf), "--small-model", str(tiny_gguf)])
+    assert (routed.settings.small_max_words, default.settings.small_max_words) == (12, 8)
