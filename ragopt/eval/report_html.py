@@ -18,7 +18,7 @@ from ragopt.eval.report_common import (
     fmt_interval, held_out_rows, judge_cost_text, judged_trials, noisy_gates, plot_metric, stage_latency_columns, stage_ms, with_floor,
 )
 from ragopt.eval.report_plots import plot_latency_histogram, plot_quality_vs_cost, plot_recall_curves
-from ragopt.eval.results import BaselineComparison, GateVerdict, HeldOut, SweepResults, Trial, measured
+from ragopt.eval.results import ROUTED_SMALL_SHARE, BaselineComparison, GateVerdict, HeldOut, SweepResults, Trial, measured
 
 
 _CSS = """
@@ -92,7 +92,7 @@ def _kv(t: Trial, quality: str) -> str:
     ) + "</div>"
 
 
-_HTML_METRICS = ("recall@10", "ndcg@10", "mrr@10", "span_recall@10")
+_HTML_METRICS = ("recall@10", "ndcg@10", "mrr@10", "span_recall@10", ROUTED_SMALL_SHARE)
 _HTML_COSTS = ("context_tokens", "p50_ms", "p95_ms")
 _NOISE = "<span class='noise'>within noise</span>"
 _OVERFIT = "<span class='fail'>OVERFIT</span>"

@@ -247,5 +247,6 @@ def test_a_routed_sweep_reports_quality_beside_each_trials_share_of_small_answer
     assert "routed_small_share" in header and "citation_precision" in header
     write_outputs(outcome.results, tmp_path / "out")
     assert "routed_small_share" in (tmp_path / "out" / "summary.md").read_text(encoding="utf-8")
+    assert "<th class='n'>routed_small_share</th>" in (tmp_path / "out" / "report.html").read_text(encoding="utf-8")
     table = table_lines(outcome.results)
     assert "small share" in table[0] and len(table) >= 4, "\n".join(table)
