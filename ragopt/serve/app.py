@@ -201,9 +201,8 @@ class _Requests:
     async def start(self, question: str, principal: Principal, options: AskOptions,
                     headers: dict[str, str]) -> tuple[RequestHandle, asyncio.Queue]:
         """Run the request in a worker thread; its tokens and its end arrive on the queue. Its trace (when switched
-        on) is queued for the exporter process just before the answer is handed over (a few microseconds: the queue's
-        feeder thread pickles it), so that a flush after a reply covers it; it joins the caller's trace from
-        `headers`."""
+        on) is queued for the exporter process after the answer is handed over, so that the queue's feeder thread
+        pickles it while the reply goes out, not before; it joins the caller's trace from `headers`."""
         loop = asyncio.get_running_loop()
         queue: asyncio.Queue = asyncio.Queue()
         handle = RequestHandle()
@@ -214,12 +213,12 @@ class _Requests:
         def work() -> None:
             try:
                 out = self.service.answer(question, principal, options, handle, on_token)
+                loop.call_soon_threadsafe(queue.put_nowait, ("done", out))
             except BaseException as exc:  # noqa: BLE001 - handed to the event loop, which answers for it
                 loop.call_soon_threadsafe(queue.put_nowait, ("error", exc))
                 return
             if self.tracing is not None:
                 self.tracing.export_served_later(out, question, headers)  # built by the exporter process
-            loop.call_soon_threadsafe(queue.put_nowait, ("done", out))
 
         loop.run_in_executor(self.pool, work)
         return handle, queue

@@ -165,6 +165,23 @@ def test_phoenix_shows_each_stage_and_keeps_the_callers_trace(tiny_gguf: Path, f
     assert joined_root["parent_id"] == caller_span
 
 
+def _flushed_traces(tracing: Any, want: int) -> list[Any]:
+    """Flush until MLflow's default experiment holds `want` traces (up to 30 s): a trace is handed to the exporter
+    just after its answer, so a flush sent the moment the reply arrives can come before it."""
+    import time
+
+    import mlflow
+
+    traces: list[Any] = []
+    for _ in range(150):
+        assert tracing.flush()
+        traces = mlflow.search_traces(locations=["0"], return_type="list")
+        if len(traces) >= want:
+            break
+        time.sleep(0.2)
+    return traces
+
+
 def test_a_receiver_killed_mid_run_loses_traces_never_requests(tiny_gguf: Path, files: dict[str, Path], tmp_path: Path) -> None:
     import mlflow
 
@@ -172,9 +189,8 @@ def test_a_receiver_killed_mid_run_loses_traces_never_requests(tiny_gguf: Path, 
         env = {"OTEL_EXPORTER_OTLP_ENDPOINT": mlflow_url, "OTEL_EXPORTER_OTLP_HEADERS": "x-mlflow-experiment-id=0"}
         with _app(tiny_gguf, files, env) as (url, tracing):
             before = [_ask(url, q) for q in QUESTIONS[:2]]
-            assert tracing.flush()
             mlflow.set_tracking_uri(mlflow_url)
-            assert len(mlflow.search_traces(locations=["0"], return_type="list")) == 2
+            assert len(_flushed_traces(tracing, want=2)) == 2
             stop(proc)
             after = [_ask(url, q, stream=i % 2 == 1) for i, q in enumerate(QUESTIONS)]
             tracing.flush(timeout_s=10)  # the exporter gives these up; nothing reaches the requests
