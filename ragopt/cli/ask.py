@@ -115,8 +115,6 @@ def run(args: argparse.Namespace) -> int:
     from ragopt.index import make_embedder
     from ragopt.plan import check_plans, check_saved
     from ragopt.resources import Resources
-    from ragopt.stages.citations import format_citations
-    from ragopt.stages.prompt import number_passages
     from ragopt.types import Query
 
     saved = _common.saved_plan(args)
@@ -149,31 +147,37 @@ def run(args: argparse.Namespace) -> int:
         result = pipeline.run(query, deadline_s=args.deadline, on_token=on_token)
     finally:
         resources.close()
+    _print_answer(result, "".join(streamed), args.no_stream)
+    _print_trace(result.trace)
+    if tracing is not None:
+        _observe.export_answer(tracing, result.trace, args.question, result.answer, args.tenant)
+    return 0
+
+
+def _print_answer(result, streamed: str, no_stream: bool) -> None:  # type: ignore[no-untyped-def]
+    """The answer (after what was streamed, the cited text where markers were added), what cut or degraded it,
+    and its sources."""
+    from ragopt.stages.citations import format_citations
+    from ragopt.stages.prompt import number_passages
+
     answer = result.answer
-    trace = result.trace
-    if args.no_stream:
+    if no_stream:
         print(answer.text if answer else "")
     else:
         print()
-        if answer is not None and answer.text != "".join(streamed).strip():  # attribution repaired or added markers
+        if answer is not None and answer.text != streamed.strip():  # attribution repaired or added markers
             print(f"\ncited: {answer.text}")
     if answer is not None and answer.incomplete:
         print(f"[incomplete: {answer.finish_reason}]")
-    for reason in trace.degraded:
+    for reason in result.trace.degraded:
         if "->" in reason:  # a stage failed and its fallback answered: say so next to the answer itself
             print(f"[degraded: {reason}]")
             print(f"ragopt ask: warning: degraded answer: {reason}", file=sys.stderr)
-
     if answer is not None and answer.citations:
         titles = {p.number: p.hit.chunk.title for p in number_passages(result.hits)}
         print("\nsources:")
         for line in format_citations(answer.citations, titles):
             print(f"  {line}")
-
-    _print_trace(trace)
-    if tracing is not None:
-        _observe.export_answer(tracing, trace, args.question, answer, args.tenant)
-    return 0
 
 
 def _print_trace(trace) -> None:  # type: ignore[no-untyped-def]

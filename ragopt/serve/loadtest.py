@@ -229,8 +229,25 @@ def jain_index(values: Sequence[float]) -> float | None:
     return sum(values) ** 2 / (len(values) * squares) if squares > 0 else None
 
 
+def _cost_by_tenant(answered: Sequence[Outcome]) -> dict[str, dict[str, float]]:
+    """Requests, tokens and cost (spent and saved by caches) summed per tenant ("-" for requests without one)."""
+    by_tenant: dict[str, dict[str, float]] = {}
+    for o in answered:
+        t = by_tenant.setdefault(o.tenant or "-", {"requests": 0, "tokens_in": 0, "tokens_out": 0, "saved_tokens": 0,
+                                                   "cost": 0.0, "saved_cost": 0.0})
+        t["requests"] += 1
+        t["tokens_in"] += o.tokens_in
+        t["tokens_out"] += o.tokens_out
+        t["saved_tokens"] += o.saved_tokens
+        t["cost"] += o.cost
+        t["saved_cost"] += o.saved_cost
+    return by_tenant
+
+
 def summarize(spec: LoadSpec, outcomes: Sequence[Outcome], sent: int, send_window: float, elapsed: float,
               measured_in_flight: float, in_flight_at_close: int = 0) -> dict[str, Any]:
+    """The load test's report: counts, rates, latency percentiles of the answered requests, tokens, cost and
+    Little's law (measured in-flight against arrival rate x mean latency), with every request."""
     counts = {s: sum(o.status == s for o in outcomes) for s in ("ok", "rate_limited", "refused", "timed_out", "error")}
     answered = [o for o in outcomes if o.status == "ok"]
     n = max(len(outcomes), 1)
@@ -238,15 +255,6 @@ def summarize(spec: LoadSpec, outcomes: Sequence[Outcome], sent: int, send_windo
     mean_latency_s = sum(o.latency_ms for o in outcomes) / 1000 / n if outcomes else 0.0
     predicted = arrival_rate * mean_latency_s
     measured = measured_in_flight
-    by_tenant: dict[str, dict[str, float]] = {}
-    for o in answered:
-        t = by_tenant.setdefault(o.tenant or "-", {"requests": 0, "tokens_in": 0, "tokens_out": 0, "saved_tokens": 0, "cost": 0.0, "saved_cost": 0.0})
-        t["requests"] += 1
-        t["tokens_in"] += o.tokens_in
-        t["tokens_out"] += o.tokens_out
-        t["saved_tokens"] += o.saved_tokens
-        t["cost"] += o.cost
-        t["saved_cost"] += o.saved_cost
     errors = [o.error for o in outcomes if o.status == "error" and o.error]
     return {
         "url": spec.url,
@@ -283,7 +291,7 @@ def summarize(spec: LoadSpec, outcomes: Sequence[Outcome], sent: int, send_windo
         "tokens_per_request": {"in": sum(o.tokens_in for o in answered) / max(len(answered), 1),
                                "out": sum(o.tokens_out for o in answered) / max(len(answered), 1)},
         "cost_per_request": sum(o.cost for o in answered) / max(len(answered), 1),
-        "cost_by_tenant": by_tenant,
+        "cost_by_tenant": _cost_by_tenant(answered),
         "littles_law": {"arrival_rate": arrival_rate, "mean_latency_s": mean_latency_s, "predicted_in_flight": predicted,
                         "measured_in_flight": measured, "ratio": measured / predicted if predicted else None,
                         "window_s": send_window, "in_flight_at_close": in_flight_at_close},
