@@ -8,6 +8,8 @@ from pathlib import Path
 
 from ragopt.cli import _common, _observe
 
+DEFAULT_SMALL_MAX_WORDS = 8  # --small-max-words when --small-model is given without it
+
 
 def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p = subparsers.add_parser(
@@ -30,7 +32,7 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
                         "llama-server with --parallel slots; http: any OpenAI-compatible --backend-url; extractive: no LLM (default: inprocess)")
     p.add_argument("--small-model", default=None, help="GGUF for short, simple questions and as the first fallback")
     p.add_argument("--small-max-words", type=int, default=None,
-                   help="with --small-model: questions up to this many words go to it (default 8)")
+                   help=f"with --small-model: questions up to this many words go to it (default {DEFAULT_SMALL_MAX_WORDS})")
     p.add_argument("--backend-url", default=None, help="with --engine http: the server's root URL")
     p.add_argument("--parallel", type=int, default=None, help="llama-server slots (concurrent sequences; default 4)")
     p.add_argument("--redis", default=None, metavar="URL", help="caches, rate limits and quotas in Redis (shared by several serve processes)")
@@ -70,7 +72,6 @@ SETTING_FLAGS = {
 }
 
 
-DEFAULT_SMALL_MAX_WORDS = 8
 ENGINES = {"inprocess": "llama", "llama-server": "llama-server", "http": "http", "extractive": "extractive"}
 
 
