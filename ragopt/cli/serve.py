@@ -53,6 +53,9 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
                    help="fair: the free slot goes to the tenant with the least weighted service (key weights, caps, "
                         "priorities and reserved slots from --api-keys); fifo: arrival order (the old admission)")
     p.add_argument("--aging", type=float, default=10.0, help="seconds of waiting that lift a request one priority class")
+    p.add_argument("--serial-prefill", action="store_true",
+                   help="grant a slot only once every granted request has its first token, so prompts are evaluated one "
+                        "at a time beside the others' decoding (for CPU llama-server slots: docs/serving.md)")
     p.add_argument("--breaker-failures", type=int, default=3)
     p.add_argument("--breaker-reset", type=float, default=5.0, help="seconds before an open breaker lets a trial through")
     p.add_argument("--price-in", type=float, default=0.0, help="price per 1k input tokens")
@@ -101,7 +104,7 @@ def options(args: argparse.Namespace):  # type: ignore[no-untyped-def]
         tenant_rate_per_s=args.tenant_rate, tenant_burst=args.tenant_burst, daily_tokens_per_tenant=args.daily_tokens,
         answer_ttl_s=args.cache_ttl, retrieval_ttl_s=args.cache_ttl, slots=args.slots if args.slots is not None else _slots(plan),
         kv_budget_bytes=budget, queue_timeout_s=args.queue_timeout, max_queue=args.max_queue, aging_s=args.aging,
-        schedule=args.schedule, breaker_failures=args.breaker_failures,
+        schedule=args.schedule, serial_prefill=args.serial_prefill, breaker_failures=args.breaker_failures,
         breaker_reset_s=args.breaker_reset, small_max_words=_small_max_words(args), price=price,
     )
     opts = ServeOptions(

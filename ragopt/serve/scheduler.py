@@ -14,7 +14,10 @@ Every request waits in the queue of its API key, inside its tenant. When a slot 
 A head may start only when its key and its tenant are under their concurrency caps and the slots left after
 it still cover the other keys' unused `reserved_slots`. A request whose deadline leaves less time than the
 fastest recent service is refused (503, Retry-After) before it takes a slot: at arrival or while waiting,
-never after a wasted prefill. The `fifo` policy (arrival order, one counter) is the old admission, kept as
+never after a wasted prefill. With `serial_prefill`, a slot is granted only once every granted request has
+its first token: prompts are then evaluated one at a time, beside the other slots' decoding, so a request's
+TTFT is not shared with prompts granted after it (on CPU a batch computes every slot's tokens on the same
+cores; bench_batch_floor measures what that costs). The `fifo` policy (arrival order, one counter) is the old admission, kept as
 the benchmark's baseline. With `shared` (Redis), the tenants' counters are the service every serve process
 behind that Redis gave them, so a tenant that floods one process is behind in the others too.
 """
@@ -74,7 +77,9 @@ class Ticket:
     enqueued: float = 0.0
     started: float | None = None
     charged: float = 0.0  # model tokens charged so far
+    estimate: float = 0.0  # of those, the input tokens guessed at its grant (settled when it leaves its slot)
     cancelled: bool = False
+    prefilling: bool = False  # granted a slot, no token yet
 
 
 @dataclass
@@ -83,6 +88,7 @@ class _Account:
 
     weight: float
     counter: float = 0.0
+    guessed: float = 0.0  # the part of counter that running requests' input guesses make (weighted)
     running: int = 0
     reserved: int = 0  # slots held for this key even when others wait
     queue: deque = field(default_factory=deque)  # a key's tickets (a tenant's account leaves it empty)
@@ -122,8 +128,10 @@ class SharedService:
 class Scheduler:
     def __init__(self, limit: int, queue_timeout_s: float = 30.0, max_queue: int = 64, aging_s: float = 10.0,
                  policy: Policy = "fair", clock: Callable[[], float] = time.monotonic, recent: int = 16,
-                 shared: SharedService | None = None):
+                 shared: SharedService | None = None, serial_prefill: bool = False):
         self.limit = limit
+        self.serial_prefill = serial_prefill
+        self.prefilling = 0  # granted requests without their first token
         self.queue_timeout_s = queue_timeout_s
         self.max_queue = max_queue
         self.aging_s = aging_s
@@ -184,6 +192,9 @@ class Scheduler:
             return
         with self._cond:
             self._charge(ticket, tokens)
+            if ticket.prefilling:
+                self._prefill_done(ticket)
+                self._dispatch()
 
     def release(self, ticket: Ticket, tokens_in: int, tokens_out: int) -> None:
         """The request left its slot; its charge is settled to the tokens it really used."""
@@ -191,6 +202,10 @@ class Scheduler:
             if ticket.started is None:
                 return
             self._charge(ticket, tokens_in + tokens_out - ticket.charged)
+            self._guess(ticket, -ticket.estimate)
+            ticket.estimate = 0.0
+            if ticket.prefilling:
+                self._prefill_done(ticket)
             if not ticket.cancelled and tokens_out > 0:
                 self._recent.append(self.clock() - ticket.started)
             if tokens_in > 0:
@@ -249,13 +264,16 @@ class Scheduler:
         self.register(ticket.tenant, ticket.key_id, ticket.key, ticket.tenant_policy)
         t, k = self._tenants[ticket.tenant], self._keys[(ticket.tenant, ticket.key_id)]
         self._sync()
-        if t.waiting == 0:  # VTC's lift: a tenant back from idle starts level with the backlogged ones
-            backlogged = [a.counter for a in self._tenants.values() if a.waiting > 0]
+        # VTC's lift: a tenant back from idle starts level with the backlogged ones, at the service they really had:
+        # without the running requests' input guesses, which their release may settle lower (the lifted tenant
+        # would then be ahead of them and wait for two requests instead of one)
+        if t.waiting == 0:
+            backlogged = [a.counter - a.guessed for a in self._tenants.values() if a.waiting > 0]
             t.counter = max(t.counter, min(backlogged) if backlogged else self.vtime)
             if self.shared is not None:
                 t.counter = self.shared.raise_to(ticket.tenant, t.counter)
         if not k.queue:  # the same rule among the tenant's keys
-            peers = [a.counter for (tn, _), a in self._keys.items() if tn == ticket.tenant and a.queue]
+            peers = [a.counter - a.guessed for (tn, _), a in self._keys.items() if tn == ticket.tenant and a.queue]
             k.counter = max(k.counter, min(peers) if peers else t.vtime)
         k.queue.append(ticket)
         t.waiting += 1
@@ -283,6 +301,10 @@ class Scheduler:
             self.shared.add(ticket.tenant, tokens / ticket.tenant_policy.weight)
         self._keys[(ticket.tenant, ticket.key_id)].counter += tokens / ticket.key.weight
 
+    def _guess(self, ticket: Ticket, tokens: float) -> None:
+        self._tenants[ticket.tenant].guessed += tokens / ticket.tenant_policy.weight
+        self._keys[(ticket.tenant, ticket.key_id)].guessed += tokens / ticket.key.weight
+
     def _may_start(self, ticket: Ticket) -> bool:
         t, k = self._tenants[ticket.tenant], self._keys[(ticket.tenant, ticket.key_id)]
         if ticket.key.max_concurrency is not None and k.running >= ticket.key.max_concurrency:
@@ -300,11 +322,15 @@ class Scheduler:
         t, k = self._tenants[ticket.tenant], self._keys[(ticket.tenant, ticket.key_id)]
         return (-min(aged, top), t.counter, t.last_served, ticket.tenant, k.counter, k.last_served, ticket.key_id, ticket.seq)
 
+    def _prefill_done(self, ticket: Ticket) -> None:
+        ticket.prefilling = False
+        self.prefilling -= 1
+
     def _dispatch(self) -> None:
         """Hand free slots to the best heads, one at a time (each grant changes the next one's conditions)."""
         if self.running < self.limit and self.waiting > 0:
             self._sync()
-        while self.running < self.limit and self.waiting > 0:
+        while self.running < self.limit and self.waiting > 0 and not (self.serial_prefill and self.prefilling):
             heads = [q.queue[0] for q in self._keys.values() if q.queue]
             top = max(h.key.priority for h in heads)
             now = self.clock()
@@ -313,12 +339,15 @@ class Scheduler:
                 return
             best = min(ready, key=lambda h: self._order(h, top, now))
             self._dequeue(best)
-            best.started = now
+            best.started, best.prefilling = now, True
             self.running += 1
+            self.prefilling += 1
             t, k = self._tenants[best.tenant], self._keys[(best.tenant, best.key_id)]
             self.vtime, t.vtime = t.counter, k.counter
             t.last_served = k.last_served = next(self._grants)
             t.running += 1
             k.running += 1
-            self._charge(best, self._input_estimate())
+            best.estimate = self._input_estimate()
+            self._charge(best, best.estimate)
+            self._guess(best, best.estimate)
             self._cond.notify_all()

@@ -59,6 +59,7 @@ class ServeSettings(StrictModel):
     max_queue: int = Field(64, ge=0)
     aging_s: float = Field(10.0, gt=0, description="a waiting request rises one priority class per this many seconds")
     schedule: Literal["fair", "fifo"] = Field("fair", description="fair: per-tenant weighted fair queues; fifo: arrival order")
+    serial_prefill: bool = Field(False, description="grant a slot only once every granted request has its first token")
     breaker_failures: int = Field(3, ge=1)
     breaker_reset_s: float = Field(5.0, gt=0)
     small_max_words: int = Field(0, ge=0, description="route questions this short to the small model (0: off)")
@@ -162,7 +163,7 @@ class RagService:
         self.quota = DailyQuota(s.daily_tokens_per_tenant, redis_client) if s.daily_tokens_per_tenant else None
         self.router = Router(s.small_max_words if "small" in backends else 0)
         self.scheduler = Scheduler(slot_limit(s.slots, s.kv_budget_bytes, kv_bytes_per_sequence), queue_timeout_s=s.queue_timeout_s,
-                                   max_queue=s.max_queue, aging_s=s.aging_s, policy=s.schedule,
+                                   max_queue=s.max_queue, aging_s=s.aging_s, policy=s.schedule, serial_prefill=s.serial_prefill,
                                    shared=SharedService(redis_client) if redis_client is not None else None)
         self.metrics.watch_scheduler(self.scheduler)
         self.breakers: dict[str, CircuitBreaker] = {}

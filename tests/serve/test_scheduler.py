@@ -75,6 +75,20 @@ def test_the_free_slot_goes_to_the_tenant_with_the_least_service(clock: Clock) -
     assert serve_in_turn(sched, clock) == ["flood", "quiet", "flood", "quiet", "flood"]
 
 
+def test_a_returning_tenant_waits_for_the_request_in_service_only_when_its_input_was_overestimated(clock: Clock) -> None:
+    sched = make(clock)
+    for _ in range(3):  # recent prompts of 100 tokens: the next grant is charged 100 input tokens in advance
+        sched.submit(ticket("flood"))
+    serve_in_turn(sched, clock, tokens=100, steps=3)
+    for _ in range(3):
+        sched.submit(ticket("flood"))
+    quiet = ticket("quiet")
+    sched.submit(quiet)  # lifted to the flood's service without the running request's guess
+    running = next(t for t in sched._started if t.started is not None)
+    sched.release(running, 40, 0)  # its prompt had 40 tokens: the flood's counter is settled 60 lower
+    assert quiet.started is not None  # still the quiet tenant's turn, not a second flood request first
+
+
 def test_a_returning_tenant_gets_no_burst_of_credit(clock: Clock) -> None:
     sched = make(clock)
     for _ in range(4):
@@ -125,6 +139,24 @@ def test_reserved_slots_keep_capacity_for_a_privileged_key_under_a_flood(clock: 
     flood_running = [t for t in sched._started if t.started is not None and t.tenant == "flood"]
     sched.release(flood_running[0], 10, 10)
     assert second.started is not None  # the higher class takes the next free slot, ahead of 7 older ones
+
+
+def test_serial_prefill_grants_the_next_slot_once_the_last_granted_has_its_first_token(clock: Clock) -> None:
+    sched = make(clock, limit=3, serial_prefill=True)
+    a, b, c = ticket("flood"), ticket("quiet"), ticket("flood")
+    for t in (a, b, c):
+        sched.submit(t)
+    assert [t.started is not None for t in (a, b, c)] == [True, False, False]  # free slots wait for a's first token
+    sched.charge(a, 1)
+    assert b.started is not None and c.started is None  # the next grant goes by the usual order (quiet's turn)
+    sched.release(b, 10, 0)  # b failed before its first token: its prefill is over too
+    assert c.started is not None
+    sched.charge(c, 1)
+    assert sched.prefilling == 0 and sched.running == 2
+    concurrent = make(clock, limit=3)  # without the setting, free slots are granted at once
+    for t in (ticket("flood"), ticket("quiet"), ticket("flood")):
+        concurrent.submit(t)
+    assert concurrent.running == 3
 
 
 def test_aging_lifts_a_waiting_request_to_the_privileged_class(clock: Clock) -> None:
