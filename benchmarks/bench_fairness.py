@@ -10,11 +10,16 @@ Scenarios, per engine (every one with the fair scheduler unless named fifo):
 - backlogged:      two flooding tenants (--flood clients each): Jain's index over their weighted service;
 - admin_idle:      a privileged key (priority 1; with slots > 1 also reserved_slots 1) alone, 1 client;
 - admin_flood:     that key beside the flood.
+The fair runs can also cap each tenant's slots (--tenant-cap; the admin key's reserved slot is held apart, so
+with 4 slots a cap of 2 leaves one free for a second tenant) and evaluate prompts one at a time
+(--serial-prefill); fifo, the old admission, runs without either.
 Figures per scenario and tenant: answers, p95 TTFT, tokens/s; ratios measured in the same run: the quiet
 tenant's p95 TTFT under the flood over its solo p95, the admin's over its idle p95, total tokens/s of the fair
 scheduler over fifo's. With one slot and no preemption the quiet tenant cannot do better than waiting for the
-request in service, so there the goal is an extra wait of at most one request's service time (the solo mean
-latency) beyond solo. Only one llama.cpp engine runs at a time (ggml threads spin: two engines on 2 cores slow
+request in service, so there the goal is a wait of at most one request's service time: every quiet request
+that waited (server-side queue time) is set against the request that held the slot when it arrived, and one
+that waited past that request's end is counted (`quiet_waits`); its p95 TTFT over solo's, which adds its own
+slower service under the load, is printed beside (`quiet_extra_p95_ms`). Only one llama.cpp engine runs at a time (ggml threads spin: two engines on 2 cores slow
 each other 10-50x); every scenario records the 1-minute load average, because on a shared machine the
 figures move with it.
 """
@@ -51,20 +56,27 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--dataset", default=str(ROOT / "ragopt" / "shipped" / "evalsets" / "hospital"))
     p.add_argument("--serve-args", default="--retriever bm25 --chunk-size 128 --top-k 3",
                    help="retrieval flags for ragopt serve (default: small prompts, so a request takes seconds, not tens)")
+    p.add_argument("--tenant-cap", type=int, default=None,
+                   help="with llama-server: each tenant's max_concurrency under the fair scheduler (e.g. parallel - 1, so "
+                        "no tenant holds every slot); fifo, the old admission, has no caps")
+    p.add_argument("--serial-prefill", action="store_true", help="serve --serial-prefill under the fair scheduler")
     p.add_argument("--json", action="store_true")
     args = p.parse_args()
     if args.duration <= 0 or args.flood < 1 or args.parallel < 1 or args.max_tokens < 1 or args.deadline <= 0:
         raise InputError("--duration, --deadline, --flood, --parallel and --max-tokens must be positive", field="--duration")
+    if args.tenant_cap is not None and not 1 <= args.tenant_cap <= args.parallel:
+        raise InputError(f"must be between 1 and --parallel ({args.parallel})", field="--tenant-cap")
     if not Path(args.dataset).is_dir():
         raise InputError("not a folder", path=args.dataset, field="--dataset")
     return args
 
 
-def write_keys(folder: Path, slots: int) -> Path:
+def write_keys(folder: Path, slots: int, tenant_cap: int | None) -> Path:
     admin = {"tenant": "ops", "priority": 1, **({"reserved_slots": 1} if slots > 1 else {})}
     keys = {k: {"tenant": t} for k, t in KEYS.items() if t != "ops"} | {"admin-key": admin}
-    path = folder / f"keys-{slots}.json"
-    path.write_text(json.dumps(keys), encoding="utf-8")
+    caps = {t: {"max_concurrency": tenant_cap} for t in KEYS.values() if t != "ops"} if tenant_cap else {}
+    path = folder / f"keys-{slots}-{tenant_cap}.json"
+    path.write_text(json.dumps({"keys": keys, "tenants": caps}), encoding="utf-8")
     return path
 
 
@@ -76,6 +88,7 @@ def serve(args: argparse.Namespace, engine: str, schedule: str, keys: Path, work
     cmd = [sys.executable, "-m", "ragopt", "--workspace", str(workspace), "serve", "--dataset", args.dataset, "--no-cache",
            "--api-keys", str(keys), "--port", str(port), "--engine", engine, "--threads", "1", "--max-tokens", str(args.max_tokens),
            "--schedule", schedule, "--deadline", str(args.deadline), "--queue-timeout", str(args.deadline),
+           *(["--serial-prefill"] if args.serial_prefill and schedule == "fair" else []),
            *(["--parallel", str(args.parallel)] if engine == "llama-server" else []), *args.serve_args.split()]
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(ROOT)}
     url = f"http://127.0.0.1:{port}"
@@ -94,12 +107,39 @@ def run_scenario(url: str, tenants: list[TenantLoad], args: argparse.Namespace, 
     keep = ("sent", "ok", "rate_limited", "refused", "timed_out", "errors", "ttft_ms", "latency_ms", "tokens_per_s",
             "output_tokens_per_s", "tokens_in_total", "tokens_out_total")
     return {"tenants": {n: {k: t[k] for k in keep} for n, t in report["tenants"].items()}, "jain_index": report["jain_index"],
-            "tokens_per_s": report["tokens_per_s"], "elapsed_s": report["elapsed_s"], "load_1min": [load_before, os.getloadavg()[0]]}
+            "tokens_per_s": report["tokens_per_s"], "elapsed_s": report["elapsed_s"], "load_1min": [load_before, os.getloadavg()[0]],
+            "quiet_waits": waits_behind_holder(report["requests"], "quiet")}
+
+
+def waits_behind_holder(requests: list[dict[str, Any]], tenant: str) -> dict[str, Any] | None:
+    """One slot: each of `tenant`'s requests that waited, against the request holding the slot when it arrived.
+
+    The slot holder is the other request whose service (slot taken, from its server-side queue time, to its last
+    byte) spans the arrival. `over_one_service` counts waits longer than the holder's whole service by more than
+    0.1 s (the scheduler let someone else in first); `after_holder_s` is how long past the holder's end it waited.
+    """
+    def slot_span(r: dict[str, Any]) -> tuple[float, float]:
+        return r["start_s"] + r["queue_ms"] / 1000, r["end_s"]
+
+    served = [r for r in requests if r["queue_ms"] is not None]
+    mine = [r for r in served if r["tenant"] == tenant and r["queue_ms"] > 100]
+    if not mine:
+        return None
+    ratios, after = [], []
+    for r in mine:
+        holders = [h for h in served if h is not r and slot_span(h)[0] <= r["start_s"] < slot_span(h)[1]]
+        if not holders:
+            continue
+        start, end = slot_span(holders[0])
+        ratios.append(r["queue_ms"] / 1000 / (end - start))
+        after.append(r["start_s"] + r["queue_ms"] / 1000 - end)
+    return {"waited": len(mine), "matched": len(ratios), "max_wait_over_holder_service": max(ratios, default=None),
+            "max_after_holder_s": max(after, default=None), "over_one_service": sum(a > 0.1 for a in after)}
 
 
 def measure_engine(args: argparse.Namespace, engine: str, folder: Path, questions: tuple[str, ...]) -> dict[str, Any]:
     slots = args.parallel if engine == "llama-server" else 1
-    keys = write_keys(folder, slots)
+    keys = {"fair": write_keys(folder, slots, args.tenant_cap if slots > 1 else None), "fifo": write_keys(folder, slots, None)}
     quiet, admin = TenantLoad("quiet", "quiet-key", concurrency=1), TenantLoad("admin", "admin-key", concurrency=1)
     flood, flood2 = TenantLoad("flood", "flood-key", concurrency=args.flood), TenantLoad("flood2", "flood2-key", concurrency=args.flood)
     plan = {"fair": {"solo": [quiet], "flood_fair": [quiet, flood], "backlogged": [flood, flood2], "admin_idle": [admin],
@@ -107,7 +147,7 @@ def measure_engine(args: argparse.Namespace, engine: str, folder: Path, question
             "fifo": {"flood_fifo": [quiet, flood]}}
     out: dict[str, Any] = {}
     for schedule, scenarios in plan.items():
-        with serve(args, engine, schedule, keys, folder) as url:
+        with serve(args, engine, schedule, keys[schedule], folder) as url:
             for name, tenants in scenarios.items():
                 print(f"[{engine}] {name} ({args.duration:g} s)...", file=sys.stderr, flush=True)
                 out[name] = run_scenario(url, tenants, args, questions)
@@ -143,7 +183,9 @@ def goals(s: dict[str, Any], slots: int) -> dict[str, Any]:
     else:  # one slot, no preemption: at most one request's service beyond solo
         service_ms = s["solo"]["tenants"]["quiet"]["latency_ms"].get("mean")
         extra = (_p95(s["flood_fair"], "quiet") or float("inf")) - (_p95(s["solo"], "quiet") or 0.0)
-        out.update({"quiet_extra_p95_ms": extra, "service_ms": service_ms, "quiet_ok": service_ms is not None and extra <= service_ms})
+        waits = s["flood_fair"]["quiet_waits"] or {}
+        out.update({"quiet_extra_p95_ms": extra, "service_ms": service_ms, "quiet_waits": waits,
+                    "quiet_ok": bool(waits.get("matched")) and waits["over_one_service"] == 0})
     return out
 
 
@@ -158,7 +200,8 @@ def main() -> int:
     evalset = load_evalset(args.dataset)
     questions = tuple(q.query.text for q in sorted(evalset.queries, key=lambda q: q.query.id))
     result: dict[str, Any] = {"duration_s": args.duration, "flood_clients": args.flood, "max_tokens": args.max_tokens,
-                              "serve_args": args.serve_args, "engines": {}}
+                              "serve_args": args.serve_args, "tenant_cap": args.tenant_cap, "serial_prefill": args.serial_prefill,
+                              "engines": {}}
     with tempfile.TemporaryDirectory(prefix="bench-fairness-") as tmp:
         for engine in args.engines:
             result["engines"][engine] = measure_engine(args, engine, Path(tmp), questions)
