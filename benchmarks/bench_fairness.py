@@ -115,7 +115,7 @@ def waits_behind_holder(requests: list[dict[str, Any]], tenant: str) -> dict[str
     """One slot: each of `tenant`'s requests that waited, against the request holding the slot when it arrived.
 
     The slot holder is the other request whose service (slot taken, from its server-side queue time, to its last
-    byte) spans the arrival. `over_one_service` counts waits longer than the holder's whole service by more than
+    byte) spans the arrival; of two, the one granted last. `over_one_service` counts waits longer than the holder's whole service by more than
     0.1 s (the scheduler let someone else in first); `after_holder_s` is how long past the holder's end it waited.
     """
     def slot_span(r: dict[str, Any]) -> tuple[float, float]:
@@ -125,16 +125,21 @@ def waits_behind_holder(requests: list[dict[str, Any]], tenant: str) -> dict[str
     mine = [r for r in served if r["tenant"] == tenant and r["queue_ms"] > 100]
     if not mine:
         return None
-    ratios, after = [], []
+    ratios, after, cases = [], [], []
     for r in mine:
         holders = [h for h in served if h is not r and slot_span(h)[0] <= r["start_s"] < slot_span(h)[1]]
         if not holders:
             continue
-        start, end = slot_span(holders[0])
+        # the latest grant: client-side ends trail the server's release by the last bytes, so spans overlap by ms
+        holder = max(holders, key=lambda h: slot_span(h)[0])
+        start, end = slot_span(holder)
         ratios.append(r["queue_ms"] / 1000 / (end - start))
         after.append(r["start_s"] + r["queue_ms"] / 1000 - end)
+        if after[-1] > 0.1:  # who went first, to read in the JSON
+            cases.append({"arrived_s": r["start_s"], "waited_s": r["queue_ms"] / 1000, "holder": [holder["tenant"], start, end],
+                          "next": sorted((slot_span(h)[0], h["tenant"]) for h in served if end - 0.5 <= slot_span(h)[0] < r["end_s"])[:3]})
     return {"waited": len(mine), "matched": len(ratios), "max_wait_over_holder_service": max(ratios, default=None),
-            "max_after_holder_s": max(after, default=None), "over_one_service": sum(a > 0.1 for a in after)}
+            "max_after_holder_s": max(after, default=None), "over_one_service": sum(a > 0.1 for a in after), "cases": cases[:5]}
 
 
 def measure_engine(args: argparse.Namespace, engine: str, folder: Path, questions: tuple[str, ...]) -> dict[str, Any]:

@@ -47,6 +47,14 @@ def test_a_wait_past_the_holder_is_counted(bench) -> None:  # type: ignore[no-un
     assert waits["max_wait_over_holder_service"] == pytest.approx(1.75)
 
 
+def test_of_two_overlapping_holders_the_one_granted_last_is_the_holder(bench) -> None:  # type: ignore[no-untyped-def]
+    requests = [request("flood", 0.0, 0.0, 2.02),  # released at 2.0; its last bytes reached the client at 2.02
+                request("flood", 0.3, 1.7, 4.0),  # granted at 2.0
+                request("quiet", 2.01, 1.99, 6.0)]  # arrived as the first one's bytes were still arriving
+    waits = bench.waits_behind_holder(requests, "quiet")
+    assert waits["over_one_service"] == 0 and waits["max_after_holder_s"] == pytest.approx(0.0)
+
+
 def test_requests_that_did_not_wait_are_left_out(bench) -> None:  # type: ignore[no-untyped-def]
     assert bench.waits_behind_holder([request("quiet", 0.0, 0.0, 2.0), request("flood", 2.0, 0.05, 4.0)], "quiet") is None
 
