@@ -111,33 +111,43 @@ def run_scenario(url: str, tenants: list[TenantLoad], args: argparse.Namespace, 
             "quiet_waits": waits_behind_holder(report["requests"], "quiet")}
 
 
+def _slot_span(r: dict[str, Any]) -> tuple[float, float]:
+    """When a request held the slot: from its arrival plus its server-side queue time to its last byte."""
+    return r["start_s"] + r["queue_ms"] / 1000, r["end_s"]
+
+
+def _tokens(r: dict[str, Any]) -> int:
+    return r["tokens_in"] + r["tokens_out"]
+
+
 def waits_behind_holder(requests: list[dict[str, Any]], tenant: str) -> dict[str, Any] | None:
     """One slot: each of `tenant`'s requests that waited, against the request holding the slot when it arrived.
 
-    The slot holder is the other request whose service (slot taken, from its server-side queue time, to its last
-    byte) spans the arrival; of two, the one granted last. `over_one_service` counts waits longer than the holder's whole service by more than
-    0.1 s (the scheduler let someone else in first); `after_holder_s` is how long past the holder's end it waited.
+    The holder is the other request whose slot span covers the arrival; of two, the one granted last (client-side
+    ends trail the server's release by the last bytes, so spans overlap by milliseconds). `over_one_service`
+    counts waits that outlasted the holder by more than 0.1 s (someone else went first); each such case keeps
+    the tokens of the request, of the tenant's previous one and of the requests served next, to read why.
     """
-    def slot_span(r: dict[str, Any]) -> tuple[float, float]:
-        return r["start_s"] + r["queue_ms"] / 1000, r["end_s"]
-
     served = [r for r in requests if r["queue_ms"] is not None]
     mine = [r for r in served if r["tenant"] == tenant and r["queue_ms"] > 100]
     if not mine:
         return None
     ratios, after, cases = [], [], []
     for r in mine:
-        holders = [h for h in served if h is not r and slot_span(h)[0] <= r["start_s"] < slot_span(h)[1]]
+        holders = [h for h in served if h is not r and _slot_span(h)[0] <= r["start_s"] < _slot_span(h)[1]]
         if not holders:
             continue
-        # the latest grant: client-side ends trail the server's release by the last bytes, so spans overlap by ms
-        holder = max(holders, key=lambda h: slot_span(h)[0])
-        start, end = slot_span(holder)
+        holder = max(holders, key=lambda h: _slot_span(h)[0])
+        start, end = _slot_span(holder)
         ratios.append(r["queue_ms"] / 1000 / (end - start))
         after.append(r["start_s"] + r["queue_ms"] / 1000 - end)
-        if after[-1] > 0.1:  # who went first, to read in the JSON
+        if after[-1] > 0.1:
+            previous = max((h for h in served if h["tenant"] == tenant and h["end_s"] <= r["start_s"]), key=lambda h: h["end_s"],
+                           default=None)
             cases.append({"arrived_s": r["start_s"], "waited_s": r["queue_ms"] / 1000, "holder": [holder["tenant"], start, end],
-                          "next": sorted((slot_span(h)[0], h["tenant"]) for h in served if end - 0.5 <= slot_span(h)[0] < r["end_s"])[:3]})
+                          "tokens": _tokens(r), "previous_tokens": _tokens(previous) if previous else None,
+                          "next": sorted((_slot_span(h)[0], h["tenant"], _tokens(h)) for h in served
+                                         if end - 0.5 <= _slot_span(h)[0] < r["end_s"])[:3]})
     return {"waited": len(mine), "matched": len(ratios), "max_wait_over_holder_service": max(ratios, default=None),
             "max_after_holder_s": max(after, default=None), "over_one_service": sum(a > 0.1 for a in after), "cases": cases[:5]}
 

@@ -22,8 +22,8 @@ def bench():  # type: ignore[no-untyped-def]
     return module
 
 
-def request(tenant: str, start_s: float, queue_s: float, end_s: float) -> dict:
-    return {"tenant": tenant, "start_s": start_s, "queue_ms": queue_s * 1000, "end_s": end_s}
+def request(tenant: str, start_s: float, queue_s: float, end_s: float, tokens: int = 100) -> dict:
+    return {"tenant": tenant, "start_s": start_s, "queue_ms": queue_s * 1000, "end_s": end_s, "tokens_in": tokens, "tokens_out": 0}
 
 
 def test_a_wait_that_ends_with_the_holder_is_within_one_service(bench) -> None:  # type: ignore[no-untyped-def]
@@ -45,6 +45,7 @@ def test_a_wait_past_the_holder_is_counted(bench) -> None:  # type: ignore[no-un
     assert waits["over_one_service"] == 1
     assert waits["max_after_holder_s"] == pytest.approx(2.0)
     assert waits["max_wait_over_holder_service"] == pytest.approx(1.75)
+    assert waits["cases"][0]["next"][0][1:] == ("flood", 100) and waits["cases"][0]["previous_tokens"] is None
 
 
 def test_of_two_overlapping_holders_the_one_granted_last_is_the_holder(bench) -> None:  # type: ignore[no-untyped-def]
