@@ -194,7 +194,8 @@ class Scheduler:
             self._charge(ticket, tokens)
             if ticket.prefilling:
                 self._prefill_done(ticket)
-                self._dispatch()
+                if self.serial_prefill:  # only then does a first token free a grant
+                    self._dispatch()
 
     def release(self, ticket: Ticket, tokens_in: int, tokens_out: int) -> None:
         """The request left its slot; its charge is settled to the tokens it really used."""
