@@ -64,7 +64,8 @@ def prompts(width: int) -> Iterator[str]:
         yield f"Request {n}. Answer from the passage.\n\n{corpus[start:start + width]}\n\nQuestion: what does it say?\nAnswer:"
 
 
-def ttft_ms(client: Any, prompt: str, n_predict: int, stop: threading.Event | None = None) -> tuple[float | None, int | None]:
+def stream_completion(client: Any, prompt: str, n_predict: int,
+                      stop: threading.Event | None = None) -> tuple[float | None, int | None]:
     """Stream one completion: the milliseconds to its first token (None when stopped first), its prompt's tokens."""
     t0 = time.perf_counter()
     first, prompt_n = None, None
@@ -94,7 +95,7 @@ def busy_clients(url: str, count: int, make_prompt: Iterator[str], n_predict: in
             while not stop.is_set():
                 with lock:
                     prompt = next(make_prompt)
-                ttft_ms(client, prompt, n_predict, stop)
+                stream_completion(client, prompt, n_predict, stop)
 
     threads = [threading.Thread(target=loop, daemon=True) for _ in range(count)]
     for t in threads:
@@ -108,13 +109,13 @@ def scenario(url: str, args: argparse.Namespace, name: str, make_prompt: Iterato
     stop = threading.Event()
     busy: list[threading.Thread] = []
     if name == "beside_decode":
-        busy = busy_clients(url, args.busy, iter(lambda: "Count from one to ten thousand:", None), 1500, stop)
+        busy = busy_clients(url, args.busy, itertools.repeat("Count from one to ten thousand:"), 1500, stop)
     elif name == "beside_flood":
         busy = busy_clients(url, args.busy, make_prompt, args.flood_tokens, stop)
     time.sleep(8.0 if busy else 0.0)  # the busy slots are past their prompts (decode) or cycling (flood)
     load = os.getloadavg()[0]
     with httpx.Client(base_url=url, timeout=600) as client:
-        probes = [ttft_ms(client, next(make_prompt), args.probe_tokens) for _ in range(args.probes)]
+        probes = [stream_completion(client, next(make_prompt), args.probe_tokens) for _ in range(args.probes)]
     stop.set()
     for t in busy:
         t.join(timeout=120)
