@@ -36,7 +36,7 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
                         "error_rate<=0.01 (each step lasts --duration seconds)")
     p.add_argument("--slo-start", type=float, default=0.1, help="first rate of the search (req/s); it doubles from there")
     p.add_argument("--slo-max", type=float, default=64.0, help="highest rate the search tries (req/s)")
-    p.add_argument("--repeats", type=int, default=2, help="runs per rate in the search (all must meet the SLO)")
+    p.add_argument("--repeats", type=int, default=2, help="runs per rate in the search (the SLO is judged over their requests together)")
     p.add_argument("--refine", type=int, default=3, help="bisection steps between the last passing and first failing rate")
     p.add_argument("--long-fraction", type=float, default=None, help="share of long questions (default 0.3; 0 with --dataset)")
     p.add_argument("--questions", default=None, help="a text file of short questions, one per line")

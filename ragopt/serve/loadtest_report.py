@@ -105,7 +105,8 @@ def _tenant_table(report: dict[str, Any]) -> str:
 
 
 def write_search_html(report: dict[str, Any], path: str | Path) -> None:
-    """The capacity search: every step (rate, each repeat's SLO figures, saturation, Little's law) and the answer."""
+    """The capacity search: every step (rate, each repeat's SLO figures, saturation, Little's law, then the figures
+    over its repeats together, which decide it) and the answer."""
     rows = []
     for step in report["steps"]:
         for i, r in enumerate(step["repeats"]):
@@ -114,6 +115,9 @@ def write_search_html(report: dict[str, Any], path: str | Path) -> None:
             rows.append(f"<tr><td>{step['rate_rps']:.3g}</td><td>{i + 1}</td><td>{'yes' if r['met'] else 'no'}</td><td>{html.escape(values)}</td>"
                         f"<td>{r['seed_report']['ok']} / {r['seed_report']['sent']}</td><td>{'yes' if r['saturated'] else 'no'}</td>"
                         f"<td>{_fmt(ratio) if ratio is not None else '-'}</td></tr>")
+        together = ", ".join(f"{k} = {_fmt(v) if v is not None else '-'}" for k, v in step["values"].items())
+        rows.append(f"<tr><td>{step['rate_rps']:.3g}</td><td><b>together</b></td><td><b>{'yes' if step['met'] else 'no'}</b></td>"
+                    f"<td>{html.escape(together)}</td><td></td><td>{'yes' if step['saturated'] else 'no'}</td><td></td></tr>")
     low, high = report["interval_rps"]
     body = (f"<h1>Capacity of {html.escape(report['url'])}</h1><p>SLO {html.escape(', '.join(report['slo']))}; steps of "
             f"{report['duration_s']:g} s. Capacity <b>{report['capacity_rps']:.3g} req/s</b>, interval {low:.3g} .. "
