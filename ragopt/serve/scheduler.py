@@ -108,21 +108,39 @@ return tostring(cur)
 
 class SharedService:
     """The tenants' weighted service counters in a Redis hash, so that several serve processes behind one Redis
-    order tenants by the service all of them gave (each process still schedules its own slots)."""
+    order tenants by the service all of them gave (each process still schedules its own slots). A second hash
+    holds the part of each counter that running requests' input guesses make, in every process, so that the
+    lift can leave them out wherever the requests run."""
 
     def __init__(self, client: Any, key: str = "ragopt:scheduler:service"):
         self.client = client
         self.key = key
+        self.guessed_key = f"{key}:guessed"
         self._raise = client.register_script(_RAISE_LUA)
 
     def add(self, tenant: str, amount: float) -> None:
         self.client.hincrbyfloat(self.key, tenant, amount)
 
+    def guess(self, tenant: str, amount: float) -> None:
+        self.client.hincrbyfloat(self.guessed_key, tenant, amount)
+
     def raise_to(self, tenant: str, floor: float) -> float:
         return float(self._raise(keys=[self.key], args=[tenant, repr(floor)]))
 
     def read(self) -> dict[str, float]:
-        return {(k.decode() if isinstance(k, bytes) else k): float(v) for k, v in self.client.hgetall(self.key).items()}
+        return self.read_with_guesses()[0]
+
+    def read_with_guesses(self) -> tuple[dict[str, float], dict[str, float]]:
+        """(counters, guessed parts), read together."""
+        pipe = self.client.pipeline()
+        pipe.hgetall(self.key)
+        pipe.hgetall(self.guessed_key)
+        counters, guessed = pipe.execute()
+        return _floats(counters), _floats(guessed)
+
+
+def _floats(mapping: dict[Any, Any]) -> dict[str, float]:
+    return {(k.decode() if isinstance(k, bytes) else k): float(v) for k, v in mapping.items()}
 
 
 class Scheduler:
@@ -266,8 +284,8 @@ class Scheduler:
         t, k = self._tenants[ticket.tenant], self._keys[(ticket.tenant, ticket.key_id)]
         self._sync()
         # VTC's lift: a tenant back from idle starts level with the backlogged ones, at the service they really had:
-        # without the running requests' input guesses, which their release may settle lower (the lifted tenant
-        # would then be ahead of them and wait for two requests instead of one)
+        # without the running requests' input guesses (in every process, with Redis), which their release may
+        # settle lower (the lifted tenant would then be ahead of them and wait for two requests instead of one)
         if t.waiting == 0:
             backlogged = [a.counter - a.guessed for a in self._tenants.values() if a.waiting > 0]
             t.counter = max(t.counter, min(backlogged) if backlogged else self.vtime)
@@ -288,12 +306,14 @@ class Scheduler:
             self.waiting -= 1
 
     def _sync(self) -> None:
-        """Take the tenants' counters from the shared hash (what every process served them)."""
+        """Take the tenants' counters and their guessed parts from Redis (what every process served them)."""
         if self.shared is None:
             return
-        for tenant, value in self.shared.read().items():
+        counters, guessed = self.shared.read_with_guesses()
+        for tenant, value in counters.items():
             if tenant in self._tenants:
                 self._tenants[tenant].counter = value
+                self._tenants[tenant].guessed = guessed.get(tenant, 0.0)
 
     def _charge(self, ticket: Ticket, tokens: float) -> None:
         ticket.charged += tokens
@@ -304,6 +324,8 @@ class Scheduler:
 
     def _guess(self, ticket: Ticket, tokens: float) -> None:
         self._tenants[ticket.tenant].guessed += tokens / ticket.tenant_policy.weight
+        if self.shared is not None:
+            self.shared.guess(ticket.tenant, tokens / ticket.tenant_policy.weight)
         self._keys[(ticket.tenant, ticket.key_id)].guessed += tokens / ticket.key.weight
 
     def _may_start(self, ticket: Ticket) -> bool:

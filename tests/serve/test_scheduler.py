@@ -396,3 +396,24 @@ def test_schedulers_behind_one_redis_order_tenants_by_their_service_everywhere(f
     # counting only its own service, this process would see a and b level at 0 and serve a (by name) first
     assert serve_in_turn(second, clock, steps=3) == ["c", "b", "a"]
     assert SharedService(client).read()["a"] >= 400
+
+
+def test_behind_one_redis_a_returning_tenant_is_lifted_without_the_input_guesses_of_other_processes(fresh_redis: str,
+                                                                                                    clock: Clock) -> None:
+    """Tenant a has 300 tokens of service and a request running in the first process (its input guessed at 100);
+    in the second, b returns while a waits: b starts level with a's 300, not with the guess-inflated 400, so b goes
+    first (a is being served elsewhere). Leaving only local guesses out, b and a tie at 400 and a goes by name."""
+    import redis
+
+    from ragopt.serve.scheduler import SharedService
+
+    client = redis.Redis.from_url(fresh_redis, decode_responses=True)
+    first, second = (make(clock, shared=SharedService(client)) for _ in range(2))
+    for _ in range(4):
+        first.submit(ticket("a"))
+    serve_in_turn(first, clock, steps=3)  # 300 tokens served; the 4th request runs with its input guessed at 100
+    assert SharedService(client).read_with_guesses() == ({"a": 400.0}, {"a": 100.0})
+    second.submit(ticket("c"))  # the second process's slot is busy
+    second.submit(ticket("a"))
+    second.submit(ticket("b"))
+    assert serve_in_turn(second, clock, steps=3) == ["c", "b", "a"]
