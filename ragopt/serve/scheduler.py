@@ -127,9 +127,6 @@ class SharedService:
     def raise_to(self, tenant: str, floor: float) -> float:
         return float(self._raise(keys=[self.key], args=[tenant, repr(floor)]))
 
-    def read(self) -> dict[str, float]:
-        return self.read_with_guesses()[0]
-
     def read_with_guesses(self) -> tuple[dict[str, float], dict[str, float]]:
         """(counters, guessed parts), read together."""
         pipe = self.client.pipeline()
