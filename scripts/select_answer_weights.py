@@ -2,7 +2,7 @@
 the held-out ones beside their floors (docs/answers.md).
 
     python scripts/select_answer_weights.py [--data ../shared/data] [--meaning on|off] [--sets a,b]
-        [--select-queries N] [--report-queries N] [--json] [--workspace DIR]
+        [--select-queries N] [--report-queries N] [--per-set] [--json] [--workspace DIR]
 
 Three labelled sets, each split so that nothing reported was seen while selecting:
 - SciFact: selected on train, reported on test; span citation precision against the rationale sentences.
@@ -16,7 +16,8 @@ so selection uses a seeded sample of at most 100 queries per set and reporting a
 combination of the grid answers every selection query; the one with the largest summed margin over the floors,
 averaged over the sets, becomes the default (ties: the first in grid order). Each figure is printed with its floor
 and the 95% paired bootstrap interval of the difference; "above" only when that interval lies above zero.
-`--meaning off` selects lexical and rank weights without embedding a sentence (what docs/answers.md reports).
+`--meaning off` selects lexical, rank and title weights without embedding a sentence. `--per-set` selects each
+set's own weights on its own selection split, as a sweep tuning the knobs on a user's collection would.
 """
 
 from __future__ import annotations
@@ -59,6 +60,7 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
                    help="off: select lexical and rank weights only (meaning_weight 0), without embedding a sentence")
     p.add_argument("--select-queries", type=int, default=MAX_SELECTION_QUERIES, help="most selection queries per set")
     p.add_argument("--report-queries", type=int, default=MAX_REPORT_QUERIES, help="most reported queries per set")
+    p.add_argument("--per-set", action="store_true", help="select each set's weights on its own selection split")
     p.add_argument("--sets", default=",".join(e[0] for e in SETS),
                    help="comma-separated sets to select and report on (default: all three)")
     args = p.parse_args(argv)
@@ -156,13 +158,13 @@ def _margin(per_query: dict[str, list], pairs: list[tuple[str, str]]) -> float:
 def _grid(meaning: bool) -> list[dict[str, Any]]:
     """Weight combinations, one per direction: a score scaled by a constant picks the same sentences."""
     combos, seen = [], set()
-    for n, (m, x, r) in itertools.product(SENTENCES, itertools.product(GRID if meaning else [0.0], GRID, GRID)):
-        top = max(m, x, r)
-        direction = (n, *(round(w / top, 6) for w in (m, x, r))) if top else None
+    for n, (m, x, r, t) in itertools.product(SENTENCES, itertools.product(GRID if meaning else [0.0], GRID, GRID, GRID)):
+        top = max(m, x, r, t)
+        direction = (n, *(round(w / top, 6) for w in (m, x, r, t))) if top else None
         if direction is None or direction in seen:
             continue
         seen.add(direction)
-        combos.append({"meaning_weight": m, "lexical_weight": x, "rank_weight": r, "max_sentences": n})
+        combos.append({"meaning_weight": m, "lexical_weight": x, "rank_weight": r, "title_weight": t, "max_sentences": n})
     return combos
 
 
@@ -176,6 +178,18 @@ def _figure_rows(name: str, per_query: dict[str, list], pairs: list[tuple[str, s
         rows.append({"set": name, "figure": figure, "value": mean(per_query[figure]), "floor": mean(per_query[floor]),
                      "diff": ci.mean_diff, "ci_low": ci.low, "ci_high": ci.high, "n": ci.n, "above": ci.low > 0})
     return rows
+
+
+def _select(grid: list[dict[str, Any]], margins: dict[str, list[float]], per_set: bool) -> dict[str, dict[str, Any]]:
+    """Each set's weighting: the one with the largest margin on its own selection split (`per_set`), or the one
+    with the largest margin averaged over the sets for all; ties go to the first in grid order."""
+    def best(values: list[float]) -> dict[str, Any]:
+        return grid[max(range(len(grid)), key=lambda i: (values[i], -i))]
+
+    if per_set:
+        return {name: best(values) for name, values in margins.items()}
+    joint = best([sum(m[i] for m in margins.values()) / len(margins) for i in range(len(grid))])
+    return {name: joint for name in margins}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -195,26 +209,27 @@ def main(argv: list[str] | None = None) -> int:
         selection, held = _splits(data / folder, select, report, (args.select_queries, args.report_queries))
         parts = _plan_parts(selection, workspace)
         loaded.append((name, selection, held, parts, pairs, _signals(selection, parts, workspace, meaning)))
-    margins = [sum(_margin(_answer(selection, sig, w), pairs) for _, selection, _, _, pairs, sig in loaded) / len(loaded)
-               for w in grid]
-    best = max(range(len(grid)), key=lambda i: (margins[i], -i))
-    chosen = grid[best]
+    # margins[set][weighting]: each set's summed margin over its floors on its selection split
+    margins = {name: [_margin(_answer(selection, sig, w), pairs) for w in grid]
+               for name, selection, _, _, pairs, sig in loaded}
+    chosen = _select(grid, margins, args.per_set)
     rows = []
     for name, _, held, parts, pairs, _ in loaded:
         sig = _signals(held, parts, workspace, meaning)
-        rows += _figure_rows(name, _answer(held, sig, chosen), pairs)
+        rows += _figure_rows(name, _answer(held, sig, chosen[name]), pairs)
         if meaning:
             rows += [dict(r, figure=r["figure"] + " (lexical scorer)")
-                     for r in _figure_rows(name, _answer(held, sig, {**chosen, "meaning_weight": 0.0}), pairs)]
-    out = {"selected": chosen, "selection_margin": margins[best], "sets": [e[0] for e in chosen_sets],
+                     for r in _figure_rows(name, _answer(held, sig, {**chosen[name], "meaning_weight": 0.0}), pairs)]
+    joint = [sum(m[i] for m in margins.values()) / len(margins) for i in range(len(grid))]
+    out = {"selected": chosen, "per_set": args.per_set, "sets": [e[0] for e in chosen_sets],
            "queries": {name: [len(selection.queries), len(held.queries)] for name, selection, held, *_ in loaded},
-           "ranking": sorted(({"weights": w, "margin": m} for w, m in zip(grid, margins)), key=lambda r: -r["margin"])[:10],
+           "ranking": sorted(({"weights": w, "margin": m} for w, m in zip(grid, joint)), key=lambda r: -r["margin"])[:10],
            "rows": rows}
     if args.json:
         print(json.dumps(out))
         return 0
-    print(f"selected on the training splits of {', '.join(out['sets'])}: {chosen} "
-          f"(mean summed margin over floors {out['selection_margin']:+.4f})")
+    for name, weights in chosen.items():
+        print(f"{name}: selected {weights} on {'its own selection split' if args.per_set else 'all the selection splits'}")
     print(f"{'set':<16}{'figure':<48}{'value':>8}{'floor':>8}{'diff [95% CI]':>28}{'n':>6}  above floor")
     for r in rows:
         ci = f"{r['diff']:+.3f} [{r['ci_low']:+.3f}, {r['ci_high']:+.3f}]"

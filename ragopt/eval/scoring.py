@@ -7,7 +7,7 @@ from typing import Any, Iterator, Sequence
 
 from ragopt.cache import Cache, CacheKey
 from ragopt.config import fingerprint
-from ragopt.data import EvalSet
+from ragopt.data import EvalQuery, EvalSet, Evidence
 from ragopt.eval import metrics as M
 from ragopt.eval.executor import QueryOutcome, code_fingerprint
 from ragopt.eval.results import ROUTED_SMALL_SHARE
@@ -75,6 +75,11 @@ def route_scores(outcomes: Sequence[QueryOutcome], routing: str | None) -> dict[
     return {ROUTED_SMALL_SHARE: [None if route is None else float(route == SMALL) for route in routes]}
 
 
+def citation_gold(query: EvalQuery) -> list[Evidence | str]:
+    """What a citation is scored against: the query's evidence spans, else its relevant documents."""
+    return list(query.evidence) or [d for d, grade in query.relevance.items() if grade > 0]
+
+
 def citation_scores(outcomes: Sequence[QueryOutcome], evalset: EvalSet) -> dict[str, list[float | None]]:
     """Citation precision/recall of each answer against the gold evidence (else the relevant documents), at
     document and span level (a cited chunk overlaps a gold span), beside the always-cite-[1] floor: what citing
@@ -94,7 +99,7 @@ def citation_scores(outcomes: Sequence[QueryOutcome], evalset: EvalSet) -> dict[
     for o in outcomes:
         answer = o.answer_model()
         q = by_id[o.query_id]
-        gold = list(q.evidence) or [d for d, grade in q.relevance.items() if grade > 0]
+        gold = citation_gold(q)
         passages = [Chunk(id=cid, doc_id=doc, start=start, end=end, text="") for cid, doc, start, end, _ in o.ranking]
         cs = score_answer_citations(answer, gold, passages) if answer is not None else None
         floor = first_passage_floor(passages[0] if passages else None, gold)

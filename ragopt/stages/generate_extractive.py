@@ -5,7 +5,7 @@ LLM generator fails or runs out of time (`Step(LlamaGenerator(...), fallback=Ext
 a baseline in evaluation. Passages are numbered exactly as the LLM prompt numbers them (rank order), so
 `[n]` means the same passage for both generators.
 
-A candidate sentence's score is a weighted sum of three signals, each scaled to [0, 1] over this request's
+A candidate sentence's score is a weighted sum of four signals, each scaled to [0, 1] over this request's
 candidates (so the weights mean the same whatever the embedder or retriever):
 - meaning: the cosine between the question's embedding (role "query") and the sentence's (role "passage"), by
   the plan's embedder, each vector cached by model and text like passage embeddings;
@@ -14,7 +14,9 @@ candidates (so the weights mean the same whatever the embedder or retriever):
   analyzer's (`ragopt.text.analyzers`: stemmed English, segmented Chinese), the plan's index's or the one the
   passages' script calls for;
 - retrieval: its passage's reciprocal rank. Not its score: scores of different retrievers do not compare, and
-  an answer is shared by every retrieval that ranked the same passages in the same order (ragopt.memo).
+  an answer is shared by every retrieval that ranked the same passages in the same order (ragopt.memo);
+- title: the summed IDF of the question terms its passage's title holds, whatever the sentence says (a passage
+  whose title names the question's subject is about it: on HotpotQA that title is the entity asked about).
 The weights are knobs; their defaults were selected on training splits (docs/answers.md says how and on what),
 and `meaning_weight = 0` is the lexical scorer without an embedder. The plan gives the generator its embedder;
 one built without (`ExtractiveGenerator()` as a fallback in code) scores lexical support and rank alone.
@@ -42,7 +44,7 @@ NO_CONTEXT_TEXT = "No passages were retrieved, so there is nothing to answer fro
 # `scripts/select_answer_weights.py --meaning off` with max_sentences 1 (docs/answers.md). The selection with
 # meaning on (0.25 / 1.0 / 0.5) beat no floor beyond noise on held-out queries and cited worse documents on the
 # main job, so meaning stays 0 by default; a sweep can set it.
-DEFAULT_WEIGHTS = {"meaning": 0.0, "lexical": 0.25, "rank": 0.5}
+DEFAULT_WEIGHTS = {"meaning": 0.0, "lexical": 0.25, "rank": 0.5, "title": 0.0}
 
 
 class ExtractiveConfig(StrictModel):
@@ -58,6 +60,8 @@ class ExtractiveConfig(StrictModel):
                                  description="weight of the question's words the sentence contains (IDF)")
     rank_weight: float = knob(DEFAULT_WEIGHTS["rank"], sweep=[0.0, 0.5, 1.0], ge=0, le=1,
                               description="weight of the sentence's passage's retrieval rank and score")
+    title_weight: float = knob(DEFAULT_WEIGHTS["title"], sweep=[0.0, 0.5, 1.0], ge=0, le=1,
+                               description="weight of the question's words the sentence's passage's title holds (IDF)")
 
 
 class ExtractiveGenerator:
@@ -106,13 +110,17 @@ class ExtractiveGenerator:
         return state
 
     def signals(self, state: RequestState, passages: list[Passage]) -> Signals:
-        """The three signals of every candidate sentence of `passages` (numbered), each scaled to [0, 1]."""
+        """The four signals of every candidate sentence of `passages` (numbered), each scaled to [0, 1]."""
         terms = self.analyzer or analyzer_for(p.text for p in passages)
         candidates, title_terms = _candidates(passages, terms)
         long_enough = [c for c in candidates if len(word_spans(c[2])) >= self.config.min_words] or candidates
         meaning = self._meaning(state, passages, long_enough) if self.reads_meaning else [0.0] * len(long_enough)
-        return Signals(long_enough, _scaled(meaning), _scaled(_lexical(long_enough, title_terms, set(terms(state.query.text)))),
-                       [1 / c[0] for c in long_enough], len(candidates))
+        q_terms = set(terms(state.query.text))
+        idf = _idf(long_enough, q_terms)
+        return Signals(long_enough, _scaled(meaning), _scaled(_lexical(long_enough, title_terms, q_terms, idf)),
+                       [1 / c[0] for c in long_enough],
+                       _scaled([sum(idf(t) for t in sorted(title_terms[c[0]] & q_terms)) for c in long_enough]),
+                       len(candidates))
 
     def _meaning(self, state: RequestState, passages: list[Passage], candidates: list[_Candidate]) -> list[float]:
         """Cosine of each candidate sentence with the question, through the embedder's cache."""
@@ -137,13 +145,14 @@ class Signals:
     meaning: list[float]  # question-sentence cosine, scaled
     lexical: list[float]  # question terms' IDF, scaled
     retrieval: list[float]  # the passage's reciprocal rank
+    title: list[float]  # question terms' IDF in the passage's title, scaled
     n_sentences: int  # every sentence of the passages, short ones included
 
 
 def choose(signals: Signals, config: ExtractiveConfig) -> list[_Candidate]:
     """The `max_sentences` best candidates by the weighted score, ties by passage number then sentence order."""
-    score = [config.meaning_weight * m + config.lexical_weight * x + config.rank_weight * r
-             for m, x, r in zip(signals.meaning, signals.lexical, signals.retrieval)]
+    score = [config.meaning_weight * m + config.lexical_weight * x + config.rank_weight * r + config.title_weight * t
+             for m, x, r, t in zip(signals.meaning, signals.lexical, signals.retrieval, signals.title)]
     order = sorted(range(len(score)), key=lambda i: (-score[i], signals.candidates[i][0], signals.candidates[i][1]))
     return [signals.candidates[i] for i in order[: config.max_sentences]]
 
@@ -167,18 +176,20 @@ def _candidates(passages: list[Passage], terms: Analyzer) -> tuple[list[_Candida
     return candidates, title_terms
 
 
-def _lexical(candidates: list[_Candidate], title_terms: dict[int, set[str]], q_terms: set[str]) -> list[float]:
-    """Lexical support of each candidate (module docstring), its IDF counted over the candidate sentences; 0 for a
-    sentence without a question term of its own (its title alone does not make it an answer)."""
+def _idf(candidates: list[_Candidate], q_terms: set[str]) -> Callable[[str], float]:
+    """The IDF of a question term counted over the candidate sentences."""
     df: dict[str, int] = {}
     for *_, ts in candidates:
         for t in ts & q_terms:
             df[t] = df.get(t, 0) + 1
     n = len(candidates)
+    return lambda t: math.log(1 + n / df.get(t, 1))
 
-    def idf(t: str) -> float:
-        return math.log(1 + n / df.get(t, 1))
 
+def _lexical(candidates: list[_Candidate], title_terms: dict[int, set[str]], q_terms: set[str],
+             idf: Callable[[str], float]) -> list[float]:
+    """Lexical support of each candidate (module docstring); 0 for a sentence without a question term of its own
+    (its title alone does not make it an answer)."""
     out = []
     for number, _, _, ts in candidates:
         matched = ts & q_terms

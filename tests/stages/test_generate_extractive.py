@@ -137,8 +137,18 @@ def test_weights_are_knobs_with_a_range_and_the_embedder_is_part_of_the_identity
 
     from ragopt.config import knobs
 
-    assert {"meaning_weight", "lexical_weight", "rank_weight"} <= set(knobs(ExtractiveConfig))
+    assert {"meaning_weight", "lexical_weight", "rank_weight", "title_weight"} <= set(knobs(ExtractiveConfig))
     for bad in (-0.1, 1.5):
         with pytest.raises(ValidationError):
             ExtractiveConfig(meaning_weight=bad)
     assert ExtractiveGenerator().identity()["embedder"] is None  # built without one: words and rank alone
+
+
+def test_the_title_signal_moves_the_answer_to_the_passage_whose_title_names_the_question_s_subject():
+    question = "Which city of France lies on a river?"
+    by_default = ExtractiveGenerator().run(RequestState(query=Query(text=question), hits=hits())).answer
+    assert [c.marker for c in by_default.citations] == [1]  # the default leans on rank (title weight 0)
+    titled = ExtractiveGenerator(ExtractiveConfig(title_weight=1.0))
+    answer = titled.run(RequestState(query=Query(text=question), hits=hits())).answer
+    assert [(c.marker, c.doc_id) for c in answer.citations] == [(2, "doc-france")]
+    assert answer.text.startswith("Its capital is Paris, which lies on the river Seine.")
