@@ -125,6 +125,8 @@ class ExtractiveGenerator:
     def _meaning(self, state: RequestState, passages: list[Passage], candidates: list[_Candidate]) -> list[float]:
         """Cosine of each candidate sentence with the question, through the embedder's cache."""
         assert self.embedder is not None  # reads_meaning
+        if not candidates:  # passages without a sentence (empty texts): nothing to embed, nothing to compare
+            return []
         q = state.query
         chunks = {p.number: p.hit.chunk for p in passages}
         query = self.embedder.encode([q.text], [(q.tenant, q.scopes)], role="query")

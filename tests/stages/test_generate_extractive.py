@@ -152,3 +152,16 @@ def test_the_title_signal_moves_the_answer_to_the_passage_whose_title_names_the_
     answer = titled.run(RequestState(query=Query(text=question), hits=hits())).answer
     assert [(c.marker, c.doc_id) for c in answer.citations] == [(2, "doc-france")]
     assert answer.text.startswith("Its capital is Paris, which lies on the river Seine.")
+
+
+def test_passages_without_a_sentence_leave_meaning_nothing_to_compare_and_cite_nothing(tmp_path):
+    """Found on HotpotQA: every top passage's text empty. The meaning signal used to multiply an empty matrix."""
+    from ragopt.backends.embeddings import Embedder
+    from ragopt.cache import Cache
+    from ragopt.config import EmbedderConfig
+
+    empty = [Hit(chunk=Chunk(id=f"e{i}", doc_id=f"doc-{i}", start=0, end=0, text="", title=f"Title {i}"),
+                 score=1.0, rank=i + 1, retriever="test") for i in range(2)]
+    answerer = ExtractiveGenerator(ExtractiveConfig(meaning_weight=1.0), embedder=Embedder(EmbedderConfig(), Cache(tmp_path)))
+    answer = answerer.run(RequestState(query=Query(text="Who wrote it?"), hits=empty)).answer
+    assert answer.text == "" and answer.citations == []
