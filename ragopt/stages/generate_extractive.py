@@ -41,10 +41,9 @@ from ragopt.types import Answer
 
 NO_CONTEXT_TEXT = "No passages were retrieved, so there is nothing to answer from."
 # Selected on training splits (SciFact train, CMRC and HotpotQA seeded holdouts) by
-# `scripts/select_answer_weights.py --meaning off` with max_sentences 1 (docs/answers.md). The selection with
-# meaning on (0.25 / 1.0 / 0.5) beat no floor beyond noise on held-out queries and cited worse documents on the
-# main job, so meaning stays 0 by default; a sweep can set it.
-DEFAULT_WEIGHTS = {"meaning": 0.0, "lexical": 0.25, "rank": 0.5, "title": 0.0}
+# `scripts/select_answer_weights.py --meaning off` with max_sentences 1 (docs/answers.md). Meaning stays 0 by
+# default: embedding every candidate sentence costs more than it won on held-out queries; a sweep can set it.
+DEFAULT_WEIGHTS = {"meaning": 0.0, "lexical": 0.5, "rank": 0.25, "title": 0.25}
 
 
 class ExtractiveConfig(StrictModel):

@@ -119,7 +119,8 @@ def test_meaning_picks_the_sentence_closest_to_the_question_and_a_warm_run_embed
 
     embedder = Embedder(EmbedderConfig(), Cache(tmp_path / "cache"))
     question = "How long is the river that flows through Paris?"
-    config = ExtractiveConfig(max_sentences=1, meaning_weight=1.0, lexical_weight=0.0, rank_weight=0.0, min_words=1)
+    config = ExtractiveConfig(max_sentences=1, meaning_weight=1.0, lexical_weight=0.0, rank_weight=0.0, title_weight=0.0,
+                              min_words=1)
     state = ExtractiveGenerator(config, embedder=embedder).run(RequestState(query=Query(text=question), hits=hits()))
     texts = [s for _, text in DOCS for s in sentences(text)]
     q = embedder.encode([question], role="query").vectors[0]
@@ -146,9 +147,10 @@ def test_weights_are_knobs_with_a_range_and_the_embedder_is_part_of_the_identity
 
 def test_the_title_signal_moves_the_answer_to_the_passage_whose_title_names_the_question_s_subject():
     question = "Which city of France lies on a river?"
-    by_default = ExtractiveGenerator().run(RequestState(query=Query(text=question), hits=hits())).answer
-    assert [c.marker for c in by_default.citations] == [1]  # the default leans on rank (title weight 0)
-    titled = ExtractiveGenerator(ExtractiveConfig(title_weight=1.0))
+    rank_first = ExtractiveConfig(lexical_weight=0.25, rank_weight=0.5, title_weight=0.0)
+    untitled = ExtractiveGenerator(rank_first).run(RequestState(query=Query(text=question), hits=hits())).answer
+    assert [c.marker for c in untitled.citations] == [1]  # Germany's "The city has ..." and rank outweigh
+    titled = ExtractiveGenerator(rank_first.model_copy(update={"title_weight": 1.0}))
     answer = titled.run(RequestState(query=Query(text=question), hits=hits())).answer
     assert [(c.marker, c.doc_id) for c in answer.citations] == [(2, "doc-france")]
     assert answer.text.startswith("Its capital is Paris, which lies on the river Seine.")
