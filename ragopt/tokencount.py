@@ -27,8 +27,9 @@ class TokenCounter:
         self.fingerprint = fingerprint  # what cached counts are keyed by
         self.tokenize = tokenize
         self.splits_on_whitespace = splits_on_whitespace
-        # 4 bytes a token: a sweep's distinct lines and passages, remembered, stay tens of MB
-        self.ids: Callable[[str], array] = lru_cache(maxsize=COUNT_CACHE_ENTRIES)(lambda text: array("i", tokenize(text)))
+        # 4 bytes a token, unsigned: vocabulary ids and the CRC-32s standing for words where a model exposes no
+        # tokenizer (multilingual-e5-small); a sweep's distinct lines and passages, remembered, stay tens of MB
+        self.ids: Callable[[str], array] = lru_cache(maxsize=COUNT_CACHE_ENTRIES)(lambda text: array("I", tokenize(text)))
 
     def count(self, text: str) -> int:
         return len(self.ids(text))

@@ -33,3 +33,15 @@ def test_a_gguf_vocabulary_counts_with_llama_cpp(tiny_gguf: Path) -> None:
 def test_a_missing_gguf_is_an_input_error(tmp_path: Path) -> None:
     with pytest.raises(InputError, match="no GGUF model"):
         token_counter(str(tmp_path / "absent.gguf"), EmbedderConfig())
+
+
+def test_an_embedder_without_a_tokenizer_counts_words_whatever_their_crc() -> None:
+    """multilingual-e5-small exposes no tokenizer: its tokens are words, their ids CRC-32s, up to 2**32 - 1 (a
+    signed array held only half of them: `ragopt eval` on CMRC 2018 stopped with an OverflowError)."""
+    import zlib
+
+    words = ["光", "荣", "Fasting", "glucose", "mmol", "unit"]  # each one word: a Han character is a word alone
+    assert any(zlib.crc32(w.encode()) >= 2**31 for w in words)  # the case that overflowed
+    counter = token_counter("embedder", EmbedderConfig(model="multilingual-e5-small"))
+    text = " ".join(words)
+    assert list(counter.ids(text)) == [zlib.crc32(w.encode()) for w in words] and counter.count(text) == len(words)
