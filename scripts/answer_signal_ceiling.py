@@ -129,7 +129,8 @@ def _query_rows(evalset: Any, hits: list[Any], answerer: Any, likelihood: Any) -
         signals = {"meaning": sig.meaning, "lexical": sig.lexical, "rank": sig.retrieval, "title": sig.title}
         for name, values in per_passage.items():
             signals[name] = normalize(np.asarray(values, dtype=float)[numbers], "minmax")
-        cited_alone = [first_passage_floor(c, citation_gold(q)) for c in chunks]  # scored as if it were [1]
+        evidence = citation_gold(q)
+        cited_alone = [first_passage_floor(c, evidence) for c in chunks]  # each scored as if it were [1]
         gold = {"doc_ok": [s.precision for s in cited_alone], "span_ok": [s.span_precision for s in cited_alone]}
         rows.append({"signals": {k: np.asarray(v, dtype=float) for k, v in signals.items()},
                      "floor": {level: float(ok[0]) for level, ok in gold.items()},  # always citing [1]

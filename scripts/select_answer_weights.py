@@ -180,6 +180,11 @@ def _figure_rows(name: str, per_query: dict[str, list], pairs: list[tuple[str, s
     return rows
 
 
+def _joint(margins: dict[str, list[float]]) -> list[float]:
+    """Each weighting's margin averaged over the sets."""
+    return [sum(values) / len(values) for values in zip(*margins.values())]
+
+
 def _select(grid: list[dict[str, Any]], margins: dict[str, list[float]], per_set: bool) -> dict[str, dict[str, Any]]:
     """Each set's weighting: the one with the largest margin on its own selection split (`per_set`), or the one
     with the largest margin averaged over the sets for all; ties go to the first in grid order."""
@@ -188,7 +193,7 @@ def _select(grid: list[dict[str, Any]], margins: dict[str, list[float]], per_set
 
     if per_set:
         return {name: best(values) for name, values in margins.items()}
-    joint = best([sum(m[i] for m in margins.values()) / len(margins) for i in range(len(grid))])
+    joint = best(_joint(margins))
     return {name: joint for name in margins}
 
 
@@ -220,10 +225,9 @@ def main(argv: list[str] | None = None) -> int:
         if meaning:
             rows += [dict(r, figure=r["figure"] + " (lexical scorer)")
                      for r in _figure_rows(name, _answer(held, sig, {**chosen[name], "meaning_weight": 0.0}), pairs)]
-    joint = [sum(m[i] for m in margins.values()) / len(margins) for i in range(len(grid))]
     out = {"selected": chosen, "per_set": args.per_set, "sets": [e[0] for e in chosen_sets],
            "queries": {name: [len(selection.queries), len(held.queries)] for name, selection, held, *_ in loaded},
-           "ranking": sorted(({"weights": w, "margin": m} for w, m in zip(grid, joint)), key=lambda r: -r["margin"])[:10],
+           "ranking": sorted(({"weights": w, "margin": m} for w, m in zip(grid, _joint(margins))), key=lambda r: -r["margin"])[:10],
            "rows": rows}
     if args.json:
         print(json.dumps(out))
