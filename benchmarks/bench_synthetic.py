@@ -119,8 +119,11 @@ def run_dataset(name: str, args: argparse.Namespace, workspace: Path) -> dict[st
     real = limited(real.model_copy(update={"queries": [q for q in real.queries if q.query.id in keep]}), args.limit)
     out: dict[str, Any] = {"documents": len(real.documents), "scored_queries": len(real.queries), "like_examples": len(examples),
                            "like_examples_held_out_of_scored": len(labelled) - len(scored_ids)}
-    for arm in args.arms:
-        key = hashlib.sha256(json.dumps([RESULT_VERSION, name, arm, args.questions, args.seed, args.sizes, examples if arm == "like" else None,
+    from ragopt.synth.like import StyledQuestionGenerator
+
+    for arm in args.arms:  # the like arm's key names its generator's version: a changed generator is a new result
+        like = [StyledQuestionGenerator.prompt_version, examples] if arm == "like" else None
+        key = hashlib.sha256(json.dumps([RESULT_VERSION, name, arm, args.questions, args.seed, args.sizes, like,
                                          scored_ids, args.limit]).encode()).hexdigest()[:16]
         out[arm] = cached(workspace / "bench_synthetic" / f"{name}-{arm}-{key}.json",
                           lambda: run_arm(name, arm, real, examples, args, workspace))

@@ -14,7 +14,7 @@ from ragopt.data import EvalQuery, EvalSet, Evidence
 from ragopt.errors import InputError
 from ragopt.synth import SYNTH_FILE, SynthConfig
 from ragopt.synth.extractive import Candidate
-from ragopt.synth.filters import Askers, Filters, ordered, round_trip_check, searchers
+from ragopt.synth.filters import Askers, Filters, dense_searcher, ordered, round_trip_check
 from ragopt.types import Document, Query
 
 ROUND_TRIP_CHUNKER = ChunkerConfig(mode="whole")
@@ -68,10 +68,9 @@ def synthesize(documents: Sequence[Document], config: SynthConfig, workspace: Pa
         report = build_index(documents, ROUND_TRIP_CHUNKER, embedder, workspace, dense=dense, progress=progress)
         round_trip = round_trip_check(report.index, embedder, config, askers) if rt.enabled else None
         if config.like:
-            from ragopt.synth.like import PILOT, Retrieval
+            from ragopt.synth.like import Retrieval
 
-            generator.learn(config.like, Retrieval(searchers(report.index, embedder, askers, docs), docs),
-                            ordered(documents, config.seed)[:PILOT], config.seed)
+            generator.learn(config.like, Retrieval(dense_searcher(report.index, embedder, askers, docs), docs))
     filters = Filters(config, docs, round_trip)
     kept: list[Candidate] = []
     seen = 0

@@ -3,13 +3,17 @@
 The examples are read from a text file (one query per line), a query log (tab-separated: the field with the
 most words is the query, as in MS MARCO's `id<TAB>query`) or a BEIR queries.jsonl (`"text"`). Each usable
 example becomes a shape: how many content words it has, how many function words ("of", "the", "how"; written
-as a sentence or as keywords), whether it ends with "?", and two things measured against the corpus with the
-retriever the round trip uses (the passage it finds first for the example, never a judgement): the share of
-the example's content words that passage contains (how much of the passage a query names) and whether the
-example names that passage's title (titles and entities as anchors). Each generated question takes the
-shape of one example picked by the seed, so lengths, forms and anchors keep their mix and their
-correlations; the words it keeps as written are the examples' median share of named words. Words are
-counted by the corpus's analyzer and joined without spaces between Han characters (Chinese puts none).
+as a sentence or as keywords), whether it ends with "?", and three things measured against the passage dense
+retrieval finds first for it (never a judgement: examples carry none): whether it names that passage's title,
+the share of its content words the passage contains (the rest it says in other words), and the share of the
+passage's words from the first to the last word it names (how much of a passage a query draws on).
+
+Each generated question takes the shape of one example picked by the seed, so lengths, forms and anchors keep
+their mix and their correlations. Its key words come from a stretch of its document around one sentence, as
+long as the example's spread: the words of the corpus vocabulary nearest the stretch's own embedding (what it
+is about, as KeyBERT picks key words; people name a passage's subject, not its rarest words); the example's
+share of them is kept as written, the rest replaced by related corpus words. Words are counted by the corpus's
+analyzer and joined without spaces between Han characters (Chinese puts none).
 """
 
 from __future__ import annotations
@@ -21,6 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+import numpy as np
+
 from ragopt.errors import InputError
 from ragopt.synth.extractive import Candidate, ExtractiveQuestionGenerator
 from ragopt.text import has_han, words
@@ -28,8 +34,6 @@ from ragopt.types import Document
 
 MAX_QUERY_WORDS = 64  # a longer line is a passage, not a query
 MAX_EXAMPLES = 1000
-KEEP_GRID = (0.0, 0.2, 0.4, 0.6, 0.8, 1.0)  # the share of key words kept as written, calibrated per corpus
-PILOT = 40  # documents whose questions calibrate it
 QUERY_KEYS = ("text", "query", "question")
 
 
@@ -88,14 +92,13 @@ class Shape:
     function: int  # function words (stopwords)
     question_mark: bool
     names_title: bool  # it names the title of the passage the retriever finds first for it
+    named: float  # the share of its content words that passage contains (the rest it says in other words)
+    spread: float  # the share of that passage's words from the first to the last word it names
 
 
 @dataclass(frozen=True)
 class Style:
     shapes: tuple[Shape, ...]
-    agreement: float  # the examples' mean top-10 overlap (Jaccard) of BM25 and dense retrieval
-    keep_fraction: float = 0.0  # calibrated: the pilot keep whose questions' overlap comes nearest `agreement`
-    pilot: tuple[tuple[float, float], ...] = ()  # (keep, its questions' overlap)
 
     def summary(self) -> dict[str, Any]:
         n = len(self.shapes)
@@ -103,39 +106,50 @@ class Style:
                 "sentence_form_share": round(sum(s.function > 0 for s in self.shapes) / n, 4),
                 "question_mark_share": round(sum(s.question_mark for s in self.shapes) / n, 4),
                 "names_title_share": round(sum(s.names_title for s in self.shapes) / n, 4),
-                "bm25_dense_overlap": round(self.agreement, 4), "keep_fraction": self.keep_fraction,
-                "pilot": [[k, round(a, 4)] for k, a in self.pilot]}
+                "named_share_mean": round(statistics.fmean(s.named for s in self.shapes), 4),
+                "spread_median": round(statistics.median(s.spread for s in self.shapes), 4)}
 
 
 class Retrieval:
-    """The user's corpus as whole documents, searched by BM25 and by the dense model (ragopt/synth/filters.py searchers)."""
+    """The user's corpus as whole documents, searched by the dense model (ragopt/synth/filters.py searchers)."""
 
     def __init__(self, search: dict[str, Callable[..., Any]], documents: dict[str, Document]):
-        self.bm25, self.dense, self.embed, self.documents = search["bm25"], search["dense"], search["embed"], documents
-
-    def overlap(self, queries: Sequence[str]) -> float:
-        """Mean Jaccard of the two top-10 document sets: how lexical the queries are, measured without labels
-        (a query that names its passage's words finds the same documents both ways)."""
-        self.embed(queries)
-        shares = []
-        for q in queries:
-            a, b = set(self.bm25(q)), set(self.dense(q))
-            shares.append(len(a & b) / len(a | b) if a | b else 1.0)
-        return statistics.fmean(shares) if shares else 0.0
+        self.dense, self.embed, self.documents = search["dense"], search["embed"], documents
 
 
 def measure_shapes(examples: Sequence[str], generator: ExtractiveQuestionGenerator, retrieval: Retrieval) -> tuple[Shape, ...]:
+    """Each example's shape; what it names is measured against the passage dense retrieval finds first for it
+    (no judgement: the examples carry none)."""
     retrieval.embed(examples)
     shapes = []
     for query in examples:
         tokens = generator.words(query)
-        content = sum(generator.is_content_word(w) for w in tokens)
+        content = list(dict.fromkeys(w for w in tokens if generator.is_content_word(w)))
         function = sum(not generator.tokenizer(w) for w in tokens)  # what the analyzer drops: stopwords
         first = retrieval.dense(query)[:1]
-        title = set(generator.tokenizer(retrieval.documents[first[0]].title or "")) if first else set()
+        passage = retrieval.documents[first[0]] if first else None
+        title = set(generator.tokenizer(passage.title or "")) if passage else set()
         names_title = bool(title) and title <= set(generator.tokenizer(query))
-        shapes.append(Shape(max(1, content), function, query.rstrip().endswith(("?", "？")), names_title))
+        named, spread = _named(content, passage, generator)
+        shapes.append(Shape(max(1, len(content)), function, query.rstrip().endswith(("?", "？")), names_title, named,
+                            spread))
     return tuple(shapes)
+
+
+def _named(content: Sequence[str], passage: Document | None, generator: ExtractiveQuestionGenerator) -> tuple[float, float]:
+    """(the share of `content` whose stems the passage has, the share of the passage's words from the first to the
+    last of them: how much of a passage a query draws on)."""
+    if passage is None or not content:
+        return 0.0, 0.0
+    wanted = {w: set(generator.tokenizer(w)) for w in content}
+    text_words = generator.words(passage.text)
+    text_stems = [set(generator.tokenizer(w)) for w in text_words]
+    title_stems = set(generator.tokenizer(passage.title or ""))
+    named = sum(bool(s & title_stems) or any(s & t for t in text_stems) for s in wanted.values()) / len(content)
+    every = set().union(*wanted.values())
+    at = [i for i, t in enumerate(text_stems) if t & every]
+    spread = (at[-1] - at[0] + 1) / len(text_words) if len(at) > 1 else 0.0
+    return named, spread
 
 
 def join_words(tokens: Sequence[str]) -> str:
@@ -152,45 +166,33 @@ class StyledQuestionGenerator(ExtractiveQuestionGenerator):
     """The extractive generator, each question in the shape of one of the user's queries (see the module)."""
 
     name = "extractive"
-    prompt_version = "extractive-like-1"
+    prompt_version = "extractive-like-2"
 
     def __init__(self, documents: Sequence[Document], embedder: Any, config: Any, workspace: Path):
         super().__init__(documents, embedder, config, workspace)
         self.style: Style | None = None  # learnt once the corpus can be searched (ragopt/synth/generate.py)
 
-    def learn(self, examples: Sequence[str], retrieval: Retrieval, pilot_documents: Sequence[Document], seed: int) -> Style:
-        """The examples' shapes, and the keep fraction whose pilot questions (one per pilot document, the same
-        sentences and draws for every keep) overlap between BM25 and dense as much as the examples do."""
-        self.style = Style(measure_shapes(examples, self, retrieval), retrieval.overlap(examples))
-        pilot = []
-        for keep in KEEP_GRID:
-            asked = []
-            for d in pilot_documents:
-                spans = self.sentences(d)
-                rng = random.Random(f"pilot\x1f{seed}\x1f{d.id}")
-                c = self.candidate(d, spans[rng.randrange(len(spans))], rng, keep) if spans else None
-                if c is not None:
-                    asked.append(c.question)
-            pilot.append((keep, retrieval.overlap(asked)))
-        best = min(pilot, key=lambda p: (abs(p[1] - self.style.agreement), p[0]))[0]
-        self.style = Style(self.style.shapes, self.style.agreement, best, tuple(pilot))
+    def learn(self, examples: Sequence[str], retrieval: Retrieval) -> Style:
+        self.style = Style(measure_shapes(examples, self, retrieval))
         return self.style
 
-    def candidate(self, doc: Document, span: tuple[int, int], rng: random.Random, keep: float | None = None) -> Candidate | None:
+    def candidate(self, doc: Document, span: tuple[int, int], rng: random.Random) -> Candidate | None:
+        """A question in the shape of one example: key words drawn from a stretch of the document around the
+        sentence as long as the example's spread, those nearest the stretch's meaning, the example's share of them
+        kept as written and the rest said in other words (related corpus words)."""
         assert self.style is not None, "learn the style first"
-        keep = self.style.keep_fraction if keep is None else keep
         shape = rng.choice(self.style.shapes)
-        sentence = doc.text[span[0]:span[1]]
+        start, end = self._stretch(doc, span, shape.spread)
+        passage = doc.text[start:end]
         title_words = self.words(doc.title or "") if shape.names_title and self.tokenizer(doc.title or "") else []
         n_keys = max(1, shape.content - sum(self.is_content_word(w) for w in title_words))
-        tokens = [sentence[s:e].casefold() for s, e in self.tokenizer.word_spans(sentence)]
-        content = dict.fromkeys(w for w in tokens if self.is_content_word(w))
-        ranked = sorted(content, key=lambda w: (self.df.get(w, 1), w))  # rarest first
-        keys = set(ranked[:n_keys])
+        tokens = [passage[s:e].casefold() for s, e in self.tokenizer.word_spans(passage)]
+        keys = self._central(dict.fromkeys(w for w in tokens if self.is_content_word(w)), passage, n_keys)
         if not keys:
             return None
-        kept = set(rng.sample(sorted(keys), max(1, round(keep * len(keys))) if keep > 0 else 0))
-        stems = set(self.tokenizer(sentence))
+        n_kept = max(1, round(shape.named * len(keys))) if shape.named > 0 else 0
+        kept = set(rng.sample(sorted(keys), n_kept))
+        stems = set(self.tokenizer(passage))
         said: dict[str, str] = {}
         for w in sorted(keys):
             other = None if w in kept else self.related(w, stems, rng)
@@ -199,7 +201,30 @@ class StyledQuestionGenerator(ExtractiveQuestionGenerator):
                 stems |= set(self.tokenizer(other))
         query = self._render(tokens, keys, said, shape.function)
         query = [w for w in title_words if w not in query] + query
-        return Candidate(doc.id, span[0], span[1], sentence, join_words(query) + ("?" if shape.question_mark else ""), sentence)
+        return Candidate(doc.id, start, end, passage, join_words(query) + ("?" if shape.question_mark else ""), passage)
+
+    def _stretch(self, doc: Document, span: tuple[int, int], spread: float) -> tuple[int, int]:
+        """The character span of the sentence widened, evenly on both sides within the document, to `spread` of
+        the document's words."""
+        at = self.tokenizer.word_spans(doc.text)
+        inside = [i for i, (s, e) in enumerate(at) if s >= span[0] and e <= span[1]]
+        if not inside:
+            return span
+        length = max(inside[-1] - inside[0] + 1, round(spread * len(at)))
+        first = min(max(0, inside[0] - (length - (inside[-1] - inside[0] + 1)) // 2), len(at) - length)
+        last = first + length - 1
+        return min(span[0], at[first][0]), max(span[1], at[last][1])
+
+    def _central(self, words: dict[str, None], passage: str, n: int) -> set[str]:
+        """The `n` of `words` nearest the passage's own embedding (what it is about, as KeyBERT picks key words),
+        among words of the corpus vocabulary (in two documents or more: people's words are not a document's
+        rarest)."""
+        known = sorted(w for w in words if w in self._position)
+        if not known:
+            return set()
+        vector = self.embedder.encode([passage], progress=False, use_cache=False).vectors[0]
+        sims = self._vectors[[self._position[w] for w in known]] @ vector
+        return {known[int(i)] for i in np.argsort(-sims, kind="stable")[:n]}
 
     def _render(self, tokens: list[str], keys: set[str], said: dict[str, str], function: int) -> list[str]:
         """Key words in sentence order; in sentence form, with up to `function` of the function words between

@@ -56,7 +56,7 @@ def test_keyword_examples_give_short_keyword_questions(keyword_set: Path) -> Non
     assert all(1 <= len(words(q)) <= 3 and not q.endswith("?") for q in asked), asked  # examples: 2 or 3 content words
     record = json.loads((keyword_set / "synth.json").read_text(encoding="utf-8"))
     assert record["like"]["examples"] == len(KEYWORDS) and record["like"]["sentence_form_share"] == 0
-    assert record["prompt_version"] == "extractive-like-1" and "like" not in record["config"]
+    assert record["prompt_version"] == "extractive-like-2" and "like" not in record["config"]
 
 
 def warm_copy(keyword_set: Path, tmp_path: Path) -> Path:
@@ -85,7 +85,7 @@ def test_same_seed_same_bytes_in_a_fresh_process_and_workspace(corpus: Path, key
 def test_killed_halfway_then_run_again_gives_the_same_set(corpus: Path, keyword_set: Path, tmp_path: Path) -> None:
     ws, out = warm_copy(keyword_set, tmp_path), tmp_path / "set"
     args = (*ARGS, "--docs", str(corpus), "--like", str(examples(tmp_path, KEYWORDS)), "--out", str(out))
-    killed = synth_killed_at("ragopt.synth.like.StyledQuestionGenerator", 8, args, ws)  # in the calibration's pilot
+    killed = synth_killed_at("ragopt.synth.like.StyledQuestionGenerator", 8, args, ws)  # while generating
     assert killed.returncode == -signal.SIGKILL, killed.stderr
     assert not out.exists()
     done = ragopt(*args, workspace=ws, timeout=900)
