@@ -34,7 +34,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 DATASETS = {"scifact": "scifact", "hotpotqa_dev500": "hotpotqa_dev500/beir_format", "msmarco_dl19_subset": "msmarco_dl19_subset"}
 ARMS = ("plain", "like")
-RESULT_VERSION = 1  # part of each cached result's key: bump when what a result holds changes
+RESULT_VERSION = 2  # part of each cached result's key: bump when what a result holds changes
 
 
 def data_root() -> Path:

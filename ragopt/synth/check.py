@@ -54,7 +54,33 @@ def agreement(labelled: Any, generated: Any) -> dict[str, Any]:
     per_query = {t.id: t.per_query[METRIC] for t in labelled.trials}
     ci = paired_bootstrap_ci(per_query[top], per_query[chosen])
     return {"kendall_tau": kendall_tau(real, gen), "regret": real[top] - real[chosen], "regret_interval": [ci.low, ci.high],
-            "selected": chosen, "labelled_best": top, "labelled_ndcg": real, "generated_ndcg": gen}
+            "selected": chosen, "labelled_best": top, "labelled_ndcg": real, "generated_ndcg": gen,
+            "labelled_split_half_tau": split_half_tau(per_query)}
+
+
+def split_half_tau(per_query: dict[str, Sequence[float]], draws: int = 200, seed: int = 0) -> dict[str, float] | None:
+    """How far two halves of the labelled queries agree with each other: Kendall tau between the rankings of the
+    configurations on two random halves, over `draws` seeded splits (median and 10th/90th percentiles). Two sets
+    of real queries from the collection agree about this much: the scale a generated set's tau is read on.
+    None: fewer than four queries, or every split undefined."""
+    import numpy as np
+
+    scores = {tid: np.asarray(v, dtype=float) for tid, v in per_query.items()}
+    n = min(len(v) for v in scores.values())
+    if n < 4:
+        return None
+    rng = np.random.default_rng(seed)
+    taus = []
+    for _ in range(draws):
+        order = rng.permutation(n)
+        a, b = order[: n // 2], order[n // 2:]
+        tau = kendall_tau({t: float(v[a].mean()) for t, v in scores.items()}, {t: float(v[b].mean()) for t, v in scores.items()})
+        if tau is not None:
+            taus.append(tau)
+    if not taus:
+        return None
+    p10, median, p90 = np.percentile(taus, [10, 50, 90])
+    return {"median": round(float(median), 4), "p10": round(float(p10), 4), "p90": round(float(p90), 4)}
 
 
 def check_against(labelled: Any, generated: Any, workspace: Path, chunk_sizes: Sequence[int | str] = ("whole",), *,
@@ -78,6 +104,9 @@ def lines(result: dict[str, Any]) -> list[str]:
     out = [f"Kendall tau {tau} over {len(result['labelled_ndcg'])} configurations ({METRIC}, top_k {TOP_K}); "
            f"the generated set selects {result['selected']} (labelled best {result['labelled_best']}): "
            f"regret {result['regret']:.4f} [{lo:.4f}, {hi:.4f}]"]
+    if half := result.get("labelled_split_half_tau"):
+        out.append(f"  two random halves of the labelled queries agree at Kendall tau {half['median']:.3f} "
+                   f"(10th-90th percentile {half['p10']:.3f} to {half['p90']:.3f})")
     real, gen = result["labelled_ndcg"], result["generated_ndcg"]
     for tid in sorted(real, key=lambda i: (-real[i], i)):
         out.append(f"  {tid:<28} labelled {real[tid]:.4f}  generated {gen[tid]:.4f}")

@@ -96,12 +96,13 @@ def round_trip_check(index: Any, embedder: Any, config: SynthConfig, askers: Ask
     return found
 
 
-def dense_searcher(index: Any, embedder: Any, askers: Askers, documents: dict[str, Document], top_k: int = 10) -> dict[str, Any]:
-    """"dense": a function query -> the ids of dense retrieval's top_k documents, asked as the first tenant with
-    every scope (a user's example queries carry no owner); "embed": queries -> their vectors cached first."""
+def searcher(index: Any, embedder: Any, askers: Askers, documents: dict[str, Document], retriever: str,
+             top_k: int = 10) -> dict[str, Any]:
+    """"search": a function query -> the ids of `retriever`'s top_k documents, asked as the first tenant with every
+    scope (a user's example queries carry no owner); "embed": queries -> their vectors cached first."""
     tenant = askers.tenants[0] if askers.tenants else None
     scopes = tuple(sorted({s for d in documents.values() for s in d.scopes}))
-    pipeline = _retrieval(index, embedder, "dense", top_k)
+    pipeline = _retrieval(index, embedder, retriever, top_k)
 
     def search(query: str) -> list[str]:
         return [h.chunk.doc_id for h in pipeline.run(Query(text=query, tenant=tenant, scopes=scopes)).hits]
@@ -109,7 +110,7 @@ def dense_searcher(index: Any, embedder: Any, askers: Askers, documents: dict[st
     def embed(queries: Sequence[str]) -> None:  # in one batch, into the cache the dense pipeline reads
         embedder.encode(list(queries), [(tenant, scopes)] * len(queries))
 
-    return {"dense": search, "embed": embed}
+    return {"search": search, "embed": embed}
 
 
 def ordered(documents: Sequence[Document], seed: int) -> list[Document]:

@@ -14,24 +14,31 @@ from ragopt.data import EvalQuery, EvalSet, Evidence
 from ragopt.errors import InputError
 from ragopt.synth import SYNTH_FILE, SynthConfig
 from ragopt.synth.extractive import Candidate
-from ragopt.synth.filters import Askers, Filters, dense_searcher, ordered, round_trip_check
+from ragopt.synth.filters import Askers, Filters, ordered, round_trip_check, searcher
 from ragopt.types import Document, Query
 
 ROUND_TRIP_CHUNKER = ChunkerConfig(mode="whole")
 
 
-def _generator(documents: Sequence[Document], embedder: Any, config: SynthConfig, workspace: Path) -> Any:
+def _generator_class(config: SynthConfig) -> Any:
     if config.generator == "llm":
         from ragopt.synth.llm import LlmQuestionGenerator
 
-        return LlmQuestionGenerator(documents, config, workspace, embedder.resources)
+        return LlmQuestionGenerator
     if config.like:
         from ragopt.synth.like import StyledQuestionGenerator
 
-        return StyledQuestionGenerator(documents, embedder, config, workspace)
+        return StyledQuestionGenerator
     from ragopt.synth.extractive import ExtractiveQuestionGenerator
 
-    return ExtractiveQuestionGenerator(documents, embedder, config, workspace)
+    return ExtractiveQuestionGenerator
+
+
+def _generator(documents: Sequence[Document], embedder: Any, config: SynthConfig, workspace: Path) -> Any:
+    made = _generator_class(config)
+    if config.generator == "llm":
+        return made(documents, config, workspace, embedder.resources)
+    return made(documents, embedder, config, workspace)
 
 
 def candidates(documents: Sequence[Document], generator: Any, config: SynthConfig) -> Iterator[Candidate]:
@@ -64,13 +71,13 @@ def synthesize(documents: Sequence[Document], config: SynthConfig, workspace: Pa
     docs = {d.id: d for d in documents}
     rt = config.round_trip
     if rt.enabled or config.like:
-        dense = needs_vectors(rt.retriever) or bool(config.like)
-        report = build_index(documents, ROUND_TRIP_CHUNKER, embedder, workspace, dense=dense, progress=progress)
+        report = build_index(documents, ROUND_TRIP_CHUNKER, embedder, workspace, dense=needs_vectors(rt.retriever),
+                             progress=progress)
         round_trip = round_trip_check(report.index, embedder, config, askers) if rt.enabled else None
         if config.like:
             from ragopt.synth.like import Retrieval
 
-            generator.learn(config.like, Retrieval(dense_searcher(report.index, embedder, askers, docs), docs))
+            generator.learn(config.like, Retrieval(searcher(report.index, embedder, askers, docs, rt.retriever), docs))
     filters = Filters(config, docs, round_trip)
     kept: list[Candidate] = []
     seen = 0
@@ -140,7 +147,8 @@ def cached_set(documents: Sequence[Document], config: SynthConfig, workspace: Pa
     from ragopt.config import fingerprint
     from ragopt.index import corpus_fingerprint
 
-    key = fingerprint([corpus_fingerprint(documents), config.model_dump(mode="json")])
+    # the generator's version too: a changed generator makes a new set, never reuses the old one
+    key = fingerprint([corpus_fingerprint(documents), config.model_dump(mode="json"), _generator_class(config).prompt_version])
     out = workspace / "synth" / "sets" / key
     if (out / SYNTH_FILE).is_file():
         return out, json.loads((out / SYNTH_FILE).read_text(encoding="utf-8")), True

@@ -3,10 +3,11 @@
 The examples are read from a text file (one query per line), a query log (tab-separated: the field with the
 most words is the query, as in MS MARCO's `id<TAB>query`) or a BEIR queries.jsonl (`"text"`). Each usable
 example becomes a shape: how many content words it has, how many function words ("of", "the", "how"; written
-as a sentence or as keywords), whether it ends with "?", and three things measured against the passage dense
-retrieval finds first for it (never a judgement: examples carry none): whether it names that passage's title,
-the share of its content words the passage contains (the rest it says in other words), and the share of the
-passage's words from the first to the last word it names (how much of a passage a query draws on).
+as a sentence or as keywords), whether it ends with "?", and three things measured against the passage the
+round trip's retriever (hybrid by default) finds first for it (never a judgement: examples carry none):
+whether it names that passage's title, the share of its content words the passage contains (the rest it says
+in other words), and the share of the passage's words from the first to the last word it names (how much of a
+passage a query draws on).
 
 Each generated question takes the shape of one example picked by the seed, so lengths, forms and anchors keep
 their mix and their correlations. Its key words come from a stretch of its document around one sentence, as
@@ -111,22 +112,23 @@ class Style:
 
 
 class Retrieval:
-    """The user's corpus as whole documents, searched by the dense model (ragopt/synth/filters.py searchers)."""
+    """The user's corpus as whole documents, searched by the round trip's retriever (ragopt/synth/filters.py
+    searcher): hybrid by default, the best of the three on two of the three labelled collections."""
 
-    def __init__(self, search: dict[str, Callable[..., Any]], documents: dict[str, Document]):
-        self.dense, self.embed, self.documents = search["dense"], search["embed"], documents
+    def __init__(self, searched: dict[str, Callable[..., Any]], documents: dict[str, Document]):
+        self.search, self.embed, self.documents = searched["search"], searched["embed"], documents
 
 
 def measure_shapes(examples: Sequence[str], generator: ExtractiveQuestionGenerator, retrieval: Retrieval) -> tuple[Shape, ...]:
-    """Each example's shape; what it names is measured against the passage dense retrieval finds first for it
-    (no judgement: the examples carry none)."""
+    """Each example's shape; what it names is measured against the passage retrieval finds first for it (no
+    judgement: the examples carry none)."""
     retrieval.embed(examples)
     shapes = []
     for query in examples:
         tokens = generator.words(query)
         content = list(dict.fromkeys(w for w in tokens if generator.is_content_word(w)))
         function = sum(not generator.tokenizer(w) for w in tokens)  # what the analyzer drops: stopwords
-        first = retrieval.dense(query)[:1]
+        first = retrieval.search(query)[:1]
         passage = retrieval.documents[first[0]] if first else None
         title = set(generator.tokenizer(passage.title or "")) if passage else set()
         names_title = bool(title) and title <= set(generator.tokenizer(query))
@@ -166,7 +168,7 @@ class StyledQuestionGenerator(ExtractiveQuestionGenerator):
     """The extractive generator, each question in the shape of one of the user's queries (see the module)."""
 
     name = "extractive"
-    prompt_version = "extractive-like-2"
+    prompt_version = "extractive-like-3"
 
     def __init__(self, documents: Sequence[Document], embedder: Any, config: Any, workspace: Path):
         super().__init__(documents, embedder, config, workspace)

@@ -12,7 +12,7 @@ import pytest
 from fixtures.cli import one_line_error, ragopt
 from fixtures.tiny_corpus import write_beir
 from ragopt.errors import InputError
-from ragopt.synth.check import METRIC, agreement
+from ragopt.synth.check import METRIC, agreement, split_half_tau
 
 
 def _results(per_query: dict[str, list[float]]) -> SimpleNamespace:
@@ -73,3 +73,15 @@ def test_sweeps_over_different_grids_are_an_input_error_naming_the_flag() -> Non
     with pytest.raises(InputError, match="different grids") as err:
         agreement(sweep("a", "b"), sweep("a", "c"))
     assert err.value.field == "--check-against"
+
+
+def test_split_halves_of_consistent_labelled_queries_agree_and_of_noise_do_not() -> None:
+    import random
+
+    rng = random.Random(0)
+    steady = {c: [base + rng.uniform(-0.01, 0.01) for _ in range(40)] for c, base in zip("abcde", (0.9, 0.7, 0.5, 0.3, 0.1))}
+    assert split_half_tau(steady) == {"median": 1.0, "p10": 1.0, "p90": 1.0}
+    noise = {c: [rng.random() for _ in range(40)] for c in "abcde"}
+    half = split_half_tau(noise)
+    assert half is not None and half["median"] < 0.3  # halves of noise rank the configurations apart
+    assert split_half_tau({"a": [1.0, 0.0, 1.0], "b": [0.0, 1.0, 0.0]}) is None  # too few queries to split

@@ -14,8 +14,10 @@ import pytest
 from fixtures.cli import one_line_error, ragopt
 from fixtures.synth import hospital_slice, synth_killed_at
 from ragopt.errors import InputError
-from ragopt.synth.like import join_words, read_examples
+from ragopt.synth import SynthConfig
+from ragopt.synth.like import StyledQuestionGenerator, _named, join_words, read_examples
 from ragopt.text import words
+from ragopt.types import Document
 
 ARGS = ("synth", "--questions", "12", "--seed", "3")
 KEYWORDS = ["glucose unit", "creatinine valid range", "hba1c warehouse", "sodium table", "potassium dictionary",
@@ -56,7 +58,7 @@ def test_keyword_examples_give_short_keyword_questions(keyword_set: Path) -> Non
     assert all(1 <= len(words(q)) <= 3 and not q.endswith("?") for q in asked), asked  # examples: 2 or 3 content words
     record = json.loads((keyword_set / "synth.json").read_text(encoding="utf-8"))
     assert record["like"]["examples"] == len(KEYWORDS) and record["like"]["sentence_form_share"] == 0
-    assert record["prompt_version"] == "extractive-like-2" and "like" not in record["config"]
+    assert record["prompt_version"] == "extractive-like-3" and "like" not in record["config"]
 
 
 def warm_copy(keyword_set: Path, tmp_path: Path) -> Path:
@@ -136,3 +138,31 @@ def test_reader_takes_text_logs_and_beir_queries(tmp_path: Path) -> None:
 def test_words_are_joined_as_their_script_writes_them() -> None:
     assert join_words(["糖尿病", "诊断", "标准"]) == "糖尿病诊断标准"
     assert join_words(["HbA1c", "糖尿病", "test", "unit"]) == "HbA1c 糖尿病 test unit"
+
+
+PASSAGE = Document(id="glu", title="Fasting glucose", text=(
+    "Fasting glucose is measured in the morning before breakfast. The result is stored in millimoles per litre. "
+    "Values outside the valid range are quarantined by the warehouse loader. Nobody reads the archive tables."))
+
+
+def test_an_example_is_measured_by_what_its_passage_names_and_how_much_of_it_that_spans() -> None:
+    generator = StyledQuestionGenerator([PASSAGE], None, SynthConfig(), Path("unused"))
+    named, spread = _named(["glucose", "warehouse", "budget", "millimoles"], PASSAGE, generator)
+    assert named == 0.75  # budget is not in the passage
+    words_of_passage = generator.words(PASSAGE.text)
+    first, last = words_of_passage.index("glucose"), words_of_passage.index("warehouse")
+    assert spread == (last - first + 1) / len(words_of_passage)
+    assert _named(["budget"], PASSAGE, generator) == (0.0, 0.0)
+
+
+@pytest.mark.parametrize("spread", [0.0, 0.5, 1.0])
+def test_a_question_draws_on_a_stretch_around_its_sentence_as_long_as_its_example_s_spread(spread: float) -> None:
+    generator = StyledQuestionGenerator([PASSAGE], None, SynthConfig(), Path("unused"))
+    second = generator.sentences(PASSAGE)[1]
+    start, end = generator._stretch(PASSAGE, second, spread)
+    assert start <= second[0] and second[1] <= end  # the sentence is inside
+    n = len(generator.words(PASSAGE.text))
+    covered = len(generator.words(PASSAGE.text[start:end]))
+    assert abs(covered - max(spread * n, len(generator.words(PASSAGE.text[second[0]:second[1]])))) <= 0.5  # to the nearest word
+    if spread == 0.0:
+        assert (start, end) == second
