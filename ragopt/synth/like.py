@@ -229,8 +229,8 @@ class StyledQuestionGenerator(ExtractiveQuestionGenerator):
         return {known[int(i)] for i in np.argsort(-sims, kind="stable")[:n]}
 
     def _render(self, tokens: list[str], keys: set[str], said: dict[str, str], function: int) -> list[str]:
-        """Key words in sentence order; in sentence form, with up to `function` of the function words between
-        the first and last key word (the other content words are left out)."""
+        """Key words in the order of their stretch; in sentence form, with up to `function` of the function words
+        between the first and last key word (the other content words are left out)."""
         at = [i for i, w in enumerate(tokens) if w in keys]
         out: list[str] = []
         seen: set[str] = set()
