@@ -51,7 +51,8 @@ def test_a_finished_result_is_reused_and_an_unfinished_one_computed(bench, tmp_p
 
 
 @pytest.mark.parametrize("flags, field", [(["--datasets", "nq"], "--datasets"), (["--arms", "both"], "--arms"),
-                                          (["--chunk-sizes", "64,big"], "--chunk-sizes"), (["--examples", "0"], "--examples")])
+                                          (["--chunk-sizes", "64,big"], "--chunk-sizes"), (["--examples", "0"], "--examples"),
+                                          (["--data", "/nonexistent-labelled-sets"], "--data")])
 def test_bad_flags_are_one_line(flags: list[str], field: str, tmp_path: Path) -> None:
     done = subprocess.run([sys.executable, str(SCRIPT), *flags, "--workspace", str(tmp_path / "ws")], capture_output=True,
                           text=True, timeout=120)
