@@ -74,7 +74,9 @@ def split_half_tau(per_query: dict[str, Sequence[float]], draws: int = 200, seed
     for _ in range(draws):
         order = rng.permutation(n)
         a, b = order[: n // 2], order[n // 2:]
-        tau = kendall_tau({t: float(v[a].mean()) for t, v in scores.items()}, {t: float(v[b].mean()) for t, v in scores.items()})
+        # a query without a figure (None) is left out of its half's mean, as the bootstrap leaves it out
+        tau = kendall_tau({t: float(np.nanmean(v[a])) for t, v in scores.items()},
+                          {t: float(np.nanmean(v[b])) for t, v in scores.items()})
         if tau is not None:
             taus.append(tau)
     if not taus:

@@ -143,12 +143,12 @@ def _named(content: Sequence[str], passage: Document | None, generator: Extracti
     last of them: how much of a passage a query draws on)."""
     if passage is None or not content:
         return 0.0, 0.0
-    wanted = {w: set(generator.tokenizer(w)) for w in content}
+    wanted = [set(generator.tokenizer(w)) for w in content]
     text_words = generator.words(passage.text)
     text_stems = [set(generator.tokenizer(w)) for w in text_words]
-    title_stems = set(generator.tokenizer(passage.title or ""))
-    named = sum(bool(s & title_stems) or any(s & t for t in text_stems) for s in wanted.values()) / len(content)
-    every = set().union(*wanted.values())
+    has = set(generator.tokenizer(passage.title or "")).union(*text_stems)
+    named = sum(bool(s & has) for s in wanted) / len(content)
+    every = set().union(*wanted)
     at = [i for i, t in enumerate(text_stems) if t & every]
     spread = (at[-1] - at[0] + 1) / len(text_words) if len(at) > 1 else 0.0
     return named, spread
@@ -212,10 +212,10 @@ class StyledQuestionGenerator(ExtractiveQuestionGenerator):
         inside = [i for i, (s, e) in enumerate(at) if s >= span[0] and e <= span[1]]
         if not inside:
             return span
-        length = max(inside[-1] - inside[0] + 1, round(spread * len(at)))
-        first = min(max(0, inside[0] - (length - (inside[-1] - inside[0] + 1)) // 2), len(at) - length)
-        last = first + length - 1
-        return min(span[0], at[first][0]), max(span[1], at[last][1])
+        sentence = inside[-1] - inside[0] + 1
+        length = max(sentence, round(spread * len(at)))
+        first = min(max(0, inside[0] - (length - sentence) // 2), len(at) - length)
+        return min(span[0], at[first][0]), max(span[1], at[first + length - 1][1])
 
     def _central(self, words: dict[str, None], passage: str, n: int) -> set[str]:
         """The `n` of `words` nearest the passage's own embedding (what it is about, as KeyBERT picks key words),

@@ -81,6 +81,9 @@ def test_split_halves_of_consistent_labelled_queries_agree_and_of_noise_do_not()
     rng = random.Random(0)
     steady = {c: [base + rng.uniform(-0.01, 0.01) for _ in range(40)] for c, base in zip("abcde", (0.9, 0.7, 0.5, 0.3, 0.1))}
     assert split_half_tau(steady) == {"median": 1.0, "p10": 1.0, "p90": 1.0}
+    for scores in steady.values():
+        scores[0] = None  # a query without a figure leaves its half's mean to the others
+    assert split_half_tau(steady) == {"median": 1.0, "p10": 1.0, "p90": 1.0}
     noise = {c: [rng.random() for _ in range(40)] for c in "abcde"}
     half = split_half_tau(noise)
     assert half is not None and half["median"] < 0.3  # halves of noise rank the configurations apart
