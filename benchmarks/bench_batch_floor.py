@@ -32,7 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from ragopt.errors import InputError  # noqa: E402
 from ragopt.trace import percentiles  # noqa: E402
 
-HOSPITAL = Path(__file__).resolve().parents[1] / "ragopt" / "shipped" / "evalsets" / "hospital"
+HOSPITAL = Path(__file__).resolve().parents[1] / "evalsets" / "hospital"
 
 
 def parse_args() -> argparse.Namespace:

@@ -56,7 +56,7 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--parallel", type=int, default=4, help="llama-server slots")
     p.add_argument("--max-tokens", type=int, default=64)
     p.add_argument("--deadline", type=float, default=60.0, help="serve --deadline (s)")
-    p.add_argument("--dataset", default=str(ROOT / "ragopt" / "shipped" / "evalsets" / "hospital"))
+    p.add_argument("--dataset", default=str(ROOT / "evalsets" / "hospital"))
     p.add_argument("--serve-args", default="--retriever bm25 --chunk-size 128 --top-k 3",
                    help="retrieval flags for ragopt serve (default: small prompts, so a request takes seconds, not tens)")
     p.add_argument("--tenant-cap", type=int, default=None,

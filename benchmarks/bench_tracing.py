@@ -57,7 +57,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--warmup", type=int, default=10, help="requests each serve process answers before it is measured")
     p.add_argument("--rounds", type=int, default=12, help="rounds the requests are split into, each with fresh processes")
     p.add_argument("--engine", choices=["extractive", "inprocess"], default="extractive")
-    p.add_argument("--dataset", default=str(ROOT / "ragopt" / "shipped" / "evalsets" / "hospital"))
+    p.add_argument("--dataset", default=str(ROOT / "evalsets" / "hospital"))
     p.add_argument("--json", action="store_true")
     args = p.parse_args(argv)
     for flag, value in (("--requests", args.requests), ("--rounds", args.rounds)):

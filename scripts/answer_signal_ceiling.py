@@ -41,7 +41,7 @@ EXTRA = ("document_repeats", "document_rank")
 
 def _parse(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--dataset", default=str(ROOT / "ragopt" / "shipped" / "evalsets" / "hospital"))
+    p.add_argument("--dataset", default=str(ROOT / "evalsets" / "hospital"))
     p.add_argument("--split", default="test", help="qrels split of a BEIR folder")
     p.add_argument("--limit", type=int, default=None, help="a seeded sample of at most N queries")
     p.add_argument("--chunk-size", default="64", help="tokens per chunk (overlap 16), or 'whole'")

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""Generate ragopt/shipped/evalsets/hospital/ (package data: the wheel carries it): the knowledge base of a hospital data-asset assistant, and questions about it.
+"""Generate evalsets/hospital/ (package data: the wheel carries it as ragopt/shipped/evalsets): the knowledge base of a hospital data-asset assistant, and questions about it.
 
-    python scripts/build_hospital.py              # rewrites ragopt/shipped/evalsets/hospital/*.jsonl
+    python scripts/build_hospital.py              # rewrites evalsets/hospital/*.jsonl
     python scripts/build_hospital.py --out DIR    # writes the files into DIR instead
 
 The world: two hospitals of one group share a data team's assistant. North Hospital runs the HelixLab
@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Iterator
 
 SEED = 20240611
-SHIPPED = Path(__file__).resolve().parents[1] / "ragopt" / "shipped" / "evalsets" / "hospital"
+SHIPPED = Path(__file__).resolve().parents[1] / "evalsets" / "hospital"
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -3,7 +3,7 @@
 nDCG@10 of those outcomes beside the figure results.json recorded for that split.
 
 Usage (from the folder the sweep ran in, with its workspace):
-    python scripts/check_serve_from.py --results runs/scifact/results.json --config ragopt/shipped/pipelines/scifact-sweep.toml --split test
+    python scripts/check_serve_from.py --results runs/scifact/results.json --config pipelines/scifact-sweep.toml --split test
 Prints one JSON object; exit 1 when any question's hits or stages differ.
 """
 

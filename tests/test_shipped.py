@@ -8,15 +8,27 @@ import pytest
 
 from ragopt.shipped import resolve_config, shipped_config, shipped_configs, shipped_dataset
 
-PACKAGE = Path(__file__).resolve().parents[1] / "ragopt"
+REPO = Path(__file__).resolve().parents[1]
 
 
-def test_the_shipped_files_lie_inside_the_package() -> None:
-    assert shipped_dataset().is_relative_to(PACKAGE)
+def test_the_shipped_files_lie_at_the_top_of_the_checkout() -> None:
+    assert shipped_dataset() == REPO / "evalsets" / "hospital"
     assert {p.name for p in shipped_dataset().iterdir()} >= {"corpus.jsonl", "questions.jsonl", "followups.jsonl"}
     assert {p.stem for p in shipped_configs()} >= {"hospital-sweep", "hospital-citations", "hospital-routed", "cmrc-sweep",
                                                 "scifact-sweep"}
-    assert shipped_config() == PACKAGE / "shipped" / "pipelines" / "hospital-sweep.toml"
+    assert shipped_config() == REPO / "pipelines" / "hospital-sweep.toml"
+
+
+def test_the_build_configuration_lists_every_package_and_maps_the_shipped_folders_into_the_package() -> None:
+    """pyproject.toml writes its package list out (a folder mapped into the package needs that): a package missing
+    from it, or an evaluation set's folder, would be left out of the wheel."""
+    import tomllib
+
+    setuptools = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["setuptools"]
+    code = {".".join(p.parent.relative_to(REPO).parts) for p in (REPO / "ragopt").rglob("__init__.py")}
+    sets = {f"ragopt.shipped.evalsets.{p.name}" for p in (REPO / "evalsets").iterdir() if p.is_dir()}
+    assert sorted(setuptools["packages"]) == sorted(code | sets | {"ragopt.shipped.evalsets", "ragopt.shipped.pipelines"})
+    assert setuptools["package-dir"] == {"ragopt.shipped.evalsets": "evalsets", "ragopt.shipped.pipelines": "pipelines"}
 
 
 def test_the_hospital_configs_name_the_shipped_set_relative_to_themselves() -> None:

@@ -1,6 +1,6 @@
 """A sweep's search space: the retrieval dimensions (chunker x retriever x fusion x TopK) and every optional
 stage's knobs, read from the stage declarations (ragopt.plan), as a grid of trial plans or dimensions for a
-sampler. Loadable from TOML (see ragopt/shipped/pipelines/*.toml):
+sampler. Loadable from TOML (see pipelines/*.toml):
 
     [stages.rerank]
     model = "trained:train"      # a fixed setting
@@ -38,11 +38,11 @@ class BaselineConfig(StrictModel):
 
 
 class SweepConfig(StrictModel):
-    """A search space, its gates and how to select; loadable from TOML (see ragopt/shipped/pipelines/*.toml)."""
+    """A search space, its gates and how to select; loadable from TOML (see pipelines/*.toml)."""
 
     dataset: str | None = None
     default_for_dataset: bool = Field(
-        False, description="a shipped config (ragopt/shipped/pipelines/) that `ragopt sweep --dataset D` uses when D is its dataset and no --config is given")
+        False, description="a shipped config (pipelines/) that `ragopt sweep --dataset D` uses when D is its dataset and no --config is given")
     split: str = "test"
     chunk_sizes: list[int | Literal["whole"]] = Field(default_factory=lambda: ["whole"])
     chunk_overlaps: list[int] = Field(default_factory=lambda: [0], description="token overlaps, each tried with each size")

@@ -1,6 +1,8 @@
 """What ragopt ships besides code: the hospital evaluation set (evalsets/hospital) and the sweep configs
-(pipelines/*.toml). They are package data, found through importlib.resources, so an installed wheel runs the
-main job in any folder, as a source checkout does. Every reader of them goes through this module."""
+(pipelines/*.toml). They lie at the top of the repository and travel in the wheel as package data
+(ragopt/shipped/evalsets, ragopt/shipped/pipelines: pyproject.toml maps the folders there), found through
+importlib.resources, so an installed wheel runs the main job in any folder, as a source checkout does. Every
+reader of them goes through this module."""
 
 from __future__ import annotations
 
@@ -10,21 +12,24 @@ from pathlib import Path
 DEFAULT_CONFIG = "hospital-sweep"
 
 
-def _root() -> Path:
+def _folder(name: str) -> Path:
+    """The shipped folder `name` (evalsets or pipelines): inside the installed package, or, in a source checkout
+    (where the package folder does not hold it), at the top of the repository."""
     root = resources.files(__name__)
     if not isinstance(root, Path):  # a zipped install: the loaders and the index read real files
         raise RuntimeError(f"ragopt's shipped data must be installed as files, not read from {root}")
-    return root
+    installed = root / name
+    return installed if installed.is_dir() else root.parents[1] / name
 
 
 def shipped_dataset() -> Path:
     """The shipped evaluation set's folder: `ragopt sweep` sweeps it when no --dataset is given."""
-    return _root() / "evalsets" / "hospital"
+    return _folder("evalsets") / "hospital"
 
 
 def shipped_configs() -> list[Path]:
     """Every shipped sweep config, by name."""
-    return sorted((_root() / "pipelines").glob("*.toml"))
+    return sorted(_folder("pipelines").glob("*.toml"))
 
 
 def shipped_config(name: str = DEFAULT_CONFIG) -> Path | None:

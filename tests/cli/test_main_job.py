@@ -81,7 +81,8 @@ def build_wheel(into: Path) -> Path:
     src.mkdir()
     for name in ("pyproject.toml", "README.md"):
         shutil.copy(REPO / name, src / name)
-    shutil.copytree(REPO / "ragopt", src / "ragopt", ignore=shutil.ignore_patterns("__pycache__"))
+    for name in ("ragopt", "evalsets", "pipelines"):  # the two shipped folders go into the package (pyproject.toml)
+        shutil.copytree(REPO / name, src / name, ignore=shutil.ignore_patterns("__pycache__"))
     subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w", str(into),
                     str(src)], check=True, capture_output=True, text=True)
     return next(into.glob("ragopt-*.whl"))
