@@ -131,9 +131,50 @@ class FusionConfig(StrictModel):
         return data
 
 
+STORE_ENGINES = ("auto", "exact", "qdrant-edge", "qdrant")
+AUTO_EDGE_MIN_CHUNKS = 50_000  # "auto" picks qdrant-edge from this many chunks up (docs/vector-stores.md: measured)
+
+
 class StoreConfig(StrictModel):
-    url: str | None = Field(None, description="a Qdrant server; None means embedded local mode in the workspace")
+    """Where an index's vectors live and how they are searched. engine "auto": a Qdrant server when `url` is
+    given, else the exact numpy store below AUTO_EDGE_MIN_CHUNKS chunks and qdrant-edge from there up.
+    hnsw_m, hnsw_ef_construct and quantization shape the qdrant-edge shard (part of its index id); hnsw_ef,
+    rescore, oversampling and exact only how it is searched."""
+
+    engine: Literal["auto", "exact", "qdrant-edge", "qdrant"] = Field("auto", description="the vector store")
+    url: str | None = Field(None, description="a Qdrant server; None means embedded in the workspace")
     api_key: str | None = None
+    hnsw_m: int = Field(16, ge=4, le=128, description="qdrant-edge: HNSW edges per node")
+    hnsw_ef_construct: int = Field(100, ge=4, le=2000, description="qdrant-edge: HNSW candidates while building")
+    hnsw_ef: int = Field(128, ge=1, le=10_000, description="qdrant-edge: HNSW candidates while searching")
+    quantization: Literal["int8", "none"] = Field("int8", description="qdrant-edge: int8 scalar copies searched, originals on disk")
+    rescore: bool = Field(True, description="qdrant-edge with int8: rescore the candidates with the original vectors")
+    oversampling: float = Field(2.0, ge=1, le=16, description="qdrant-edge with int8: candidates rescored per hit")
+    exact: bool = Field(False, description="qdrant-edge: full scan instead of the graph (a baseline)")
+
+    @model_validator(mode="after")
+    def _url_means_server(self) -> "StoreConfig":
+        if self.url and self.engine not in ("auto", "qdrant"):
+            raise ValueError(f"a url is a Qdrant server: engine must be qdrant (or auto), not {self.engine}")
+        if self.engine == "qdrant" and not self.url:
+            raise ValueError("engine qdrant is a Qdrant server: give its url")
+        return self
+
+    def resolved(self, n_chunks: int) -> str:
+        """The engine an index of n_chunks chunks uses: "numpy-exact", "qdrant-edge" or "qdrant"."""
+        if self.url:
+            return "qdrant"
+        if self.engine == "exact" or (self.engine == "auto" and n_chunks < AUTO_EDGE_MIN_CHUNKS):
+            return "numpy-exact"
+        return "qdrant-edge"
+
+    def shard_settings(self) -> dict[str, Any]:
+        """What a qdrant-edge shard is built with: part of its index id."""
+        return {"m": self.hnsw_m, "ef_construct": self.hnsw_ef_construct, "quantization": self.quantization}
+
+    def search_settings(self) -> dict[str, Any]:
+        """What changes a qdrant-edge search's answer without changing the shard."""
+        return {"ef": self.hnsw_ef, "rescore": self.rescore, "oversampling": self.oversampling, "exact": self.exact}
 
 
 def needs_vectors(retriever: str) -> bool:

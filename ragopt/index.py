@@ -7,8 +7,10 @@ finished stay in the cache, so the re-run only embeds what is left. Scratch fold
 is dead, so a killed build leaves nothing behind for long. An index built for BM25 alone holds no vectors;
 the first dense use embeds and publishes them, again atomically (`ensure_vectors`).
 
-Vectors live in the numpy exact store in the index folder (ragopt/backends/exact_store.py), or on a Qdrant
-server when `StoreConfig.url` is set; the manifest records which.
+Vectors live in the numpy exact store in the index folder (ragopt/backends/exact_store.py), in a qdrant-edge shard
+there (ragopt/backends/edge_store.py: HNSW, chosen by `StoreConfig.engine`, "auto" from AUTO_EDGE_MIN_CHUNKS chunks
+up; its shard settings are part of the index id), or on a Qdrant server when `StoreConfig.url` is set; the manifest
+records which. A qdrant-edge index of a changed corpus is updated in place (ragopt/index_update.py).
 """
 
 from __future__ import annotations
@@ -16,7 +18,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
 import time
 from dataclasses import dataclass
 from functools import cached_property
@@ -26,6 +27,8 @@ from typing import Sequence
 import numpy as np
 from pydantic import BaseModel, ValidationError
 
+from ragopt.backends.edge_store import ENGINE as EDGE_ENGINE
+from ragopt.backends.edge_store import EdgeStore
 from ragopt.backends.exact_store import ENGINE as EXACT_ENGINE
 from ragopt.backends.exact_store import ExactStore
 from ragopt.backends.permission_mask import OwnerMasks
@@ -34,6 +37,7 @@ from ragopt.backends.qdrant_store import QdrantStore
 from ragopt.cache import workspace_cache
 from ragopt.config import BM25Config, ChunkerConfig, EmbedderConfig, StoreConfig, fingerprint
 from ragopt.errors import InputError, TenantRequired
+from ragopt.index_update import apply_update, clear_journal, finish_commit, plan_update
 from ragopt.resources import Resources
 from ragopt.backends.chunker import Chunker
 from ragopt.backends.embeddings import Embedder
@@ -41,6 +45,7 @@ from ragopt.backends.bm25 import BM25Index, bm25_analyzer
 from ragopt.backends.vector_store import VectorStore
 from ragopt.text import Analyzer, ScriptShare
 from ragopt.types import Chunk, Document, Hit, Query
+from ragopt.workspace import remove_stale_scratch, scratch_name
 
 # Part of every index id. 2: vectors in the numpy exact store (1 kept them in qdrant-client's local mode,
 # which this version no longer reads: such indexes are simply not found, and are rebuilt).
@@ -67,8 +72,9 @@ class Manifest(BaseModel):
     has_scopes: bool
     build_s: float
     collection: str
-    store: str  # the vector engine: "numpy-exact" (in this folder) or "qdrant" (the server at store_url)
+    store: str  # the vector engine: "numpy-exact" or "qdrant-edge" (in this folder), "qdrant" (the server at store_url)
     store_url: str | None = None
+    lineage: str | None = None  # qdrant-edge: the id of everything but the corpus (ragopt/index_update.py)
 
 
 @dataclass
@@ -78,37 +84,7 @@ class BuildReport:
     embedded: int  # texts the model actually embedded in this run
     cache_hits: int
     seconds: float
-
-
-# -- scratch folders -------------------------------------------------------------------------------------
-def scratch_name(prefix: str) -> str:
-    """A scratch folder's name that says which process of which host owns it."""
-    return f"{prefix}@{socket.gethostname()}@{os.getpid()}"
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # someone else's live process
-        return True
-    try:  # a killed child its parent has not reaped yet is a zombie: dead for our purpose
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    except (OSError, IndexError):
-        return True
-
-
-def remove_stale_scratch(folder: Path, prefix: str) -> list[Path]:
-    """Delete `prefix...@HOST@PID` entries in `folder` whose process on this host is dead (a killed build);
-    live builds and other hosts' folders (a shared workspace) are left alone. Returns what was removed."""
-    host, removed = socket.gethostname(), []
-    for p in folder.glob(f"{prefix}*@*@*") if folder.is_dir() else []:
-        _, owner_host, pid = p.name.rsplit("@", 2)
-        if owner_host == host and pid.isdigit() and int(pid) != os.getpid() and not _alive(int(pid)):
-            shutil.rmtree(p, ignore_errors=True) if p.is_dir() else p.unlink(missing_ok=True)
-            removed.append(p)
-    return removed
+    updated: tuple[int, int] | None = None  # an update in place of the previous version: (points removed, added)
 
 
 def _write_manifest(folder: Path, manifest: Manifest) -> None:
@@ -117,9 +93,11 @@ def _write_manifest(folder: Path, manifest: Manifest) -> None:
     os.replace(tmp, folder / "manifest.json")
 
 
-def _make_store(folder: Path, collection: str, store_config: StoreConfig, resources: Resources) -> VectorStore:
-    if store_config.url:
-        return QdrantStore(collection, store_config, resources)
+def _make_store(folder: Path, manifest: Manifest, store_config: StoreConfig, resources: Resources) -> VectorStore:
+    if manifest.store == QDRANT_ENGINE:
+        return QdrantStore(manifest.collection, store_config, resources)
+    if manifest.store == EDGE_ENGINE:
+        return EdgeStore(folder / "vectors", store_config)
     return ExactStore(folder / "vectors")
 
 
@@ -136,7 +114,11 @@ class Index:
 
     @cached_property
     def store(self) -> VectorStore:
-        return _make_store(self.path, self.manifest.collection, self.store_config, self.resources)
+        return _make_store(self.path, self.manifest, self.store_config, self.resources)
+
+    def open_store(self) -> float | None:
+        """Open a qdrant-edge shard now; the seconds it took (None for the other stores, which open at first use)."""
+        return self.store.open() if isinstance(self.store, EdgeStore) else None
 
     @cached_property
     def chunks(self) -> list[Chunk]:
@@ -188,7 +170,7 @@ class Index:
         staging.mkdir()
         try:
             dim, embedded, hits = _write_vectors(
-                self.chunks, embedder, staging, self.manifest.collection, self.store_config, self.resources, progress
+                self.chunks, embedder, staging, self.manifest, self.store_config, self.resources, progress
             )
             if (staging / "vectors").exists():
                 self.store.close()
@@ -218,16 +200,28 @@ class Index:
             self.resources.close()
 
 
-def index_id(corpus_fp: str, chunker: Chunker, embedder: Embedder) -> str:
-    return fingerprint(
-        {
-            "format": INDEX_FORMAT,
-            "corpus": corpus_fp,
-            "chunker": chunker.fingerprint,
-            "embedder": embedder.fingerprint,
-            "normalize": embedder.config.normalize,
-        }
-    )
+def _identity(chunker: Chunker, embedder: Embedder, engine: str, store_config: StoreConfig) -> dict:
+    """What an index id holds besides the corpus; a qdrant-edge shard's settings too (the exact store's and the
+    server's ids are those of earlier versions)."""
+    identity = {"format": INDEX_FORMAT, "chunker": chunker.fingerprint, "embedder": embedder.fingerprint,
+                "normalize": embedder.config.normalize}
+    if engine == EDGE_ENGINE:
+        identity["store"] = {"engine": engine, **store_config.shard_settings()}
+    return identity
+
+
+def index_id(corpus_fp: str, chunker: Chunker, embedder: Embedder, engine: str = EXACT_ENGINE,
+             store_config: StoreConfig | None = None) -> str:
+    return fingerprint({**_identity(chunker, embedder, engine, store_config or StoreConfig()), "corpus": corpus_fp})
+
+
+def _reusable(folder: Path) -> bool:
+    """A published index under its own id, with no update of it pending."""
+    try:
+        manifest = json.loads((folder / "manifest.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return manifest.get("id") == folder.name and not (folder / "update.json").exists()
 
 
 def build_index(
@@ -241,9 +235,9 @@ def build_index(
     dense: bool = True,
     resources: Resources | None = None,
 ) -> BuildReport:
-    """Build (or reuse) the index; `dense=False` skips embedding when only BM25 will search it. The index is
-    held by `resources` (default: the embedder's), so building it again in this process returns the same
-    object, with its BM25 matrices and store already open."""
+    """Build (or reuse, or update in place) the index; `dense=False` skips embedding when only BM25 will search
+    it. The index is held by `resources` (default: the embedder's), so building it again in this process returns
+    the same object, with its BM25 matrices and store already open."""
     t0 = time.perf_counter()
     workspace = Path(workspace)
     resources = resources if resources is not None else embedder.resources
@@ -252,59 +246,82 @@ def build_index(
         raise InputError("the corpus is empty: nothing to index")
     chunker = Chunker(chunker_config, embedder.config)
     corpus_fp = corpus_fingerprint(docs)
-    iid = index_id(corpus_fp, chunker, embedder)
     root = workspace / "indexes"
-    final = root / iid
     remove_stale_scratch(root, ".tmp-")
-    if (final / "manifest.json").exists():
-        index = open_index(final, store_config, resources)
-        embedded, hits = index.ensure_vectors(embedder, progress=progress) if dense else (0, 0)
-        return BuildReport(index, embedded + hits == 0, embedded, hits, time.perf_counter() - t0)
+    engines = [EXACT_ENGINE, EDGE_ENGINE] if store_config.engine == "auto" and not store_config.url else [store_config.resolved(0)]
+    for engine in engines:  # "auto" reuses whichever it built before
+        final = root / index_id(corpus_fp, chunker, embedder, engine, store_config)
+        if _reusable(final):
+            index = open_index(final, store_config, resources, embedder)
+            embedded, hits = index.ensure_vectors(embedder, progress=progress) if dense else (0, 0)
+            return BuildReport(index, embedded + hits == 0, embedded, hits, time.perf_counter() - t0)
 
     chunks = chunker.chunk_all(docs)
+    engine = store_config.resolved(len(chunks))
+    iid = index_id(corpus_fp, chunker, embedder, engine, store_config)
+    lineage = fingerprint(_identity(chunker, embedder, engine, store_config)) if engine == EDGE_ENGINE else None
+    manifest = Manifest(
+        id=iid, corpus_fingerprint=corpus_fp, chunker=chunker_config, chunker_fingerprint=chunker.fingerprint,
+        embedder_model=embedder.config.model, embedder_fingerprint=embedder.fingerprint, normalize=embedder.config.normalize,
+        n_documents=len(docs), n_chunks=len(chunks), dim=None, has_tenants=any(c.tenant is not None for c in chunks),
+        has_scopes=any(c.scopes for c in chunks), build_s=0.0, collection=collection_name(iid, store_config), store=engine,
+        store_url=store_config.url, lineage=lineage,
+    )  # fmt: skip
+    if lineage is not None and dense:
+        report = _update_in_place(root, manifest, chunks, embedder, store_config, resources, progress, t0)
+        if report is not None:
+            return report
     tmp = root / scratch_name(f".tmp-{iid}")
     tmp.mkdir(parents=True)
-    collection, dim, embedded, hits = _write_scratch(tmp, chunks, iid, embedder, store_config, resources,
-                                                     dense=dense, progress=progress)
-    manifest = Manifest(
-        id=iid,
-        corpus_fingerprint=corpus_fp,
-        chunker=chunker_config,
-        chunker_fingerprint=chunker.fingerprint,
-        embedder_model=embedder.config.model,
-        embedder_fingerprint=embedder.fingerprint,
-        normalize=embedder.config.normalize,
-        n_documents=len(docs),
-        n_chunks=len(chunks),
-        dim=dim,
-        has_tenants=any(c.tenant is not None for c in chunks),
-        has_scopes=any(c.scopes for c in chunks),
-        build_s=time.perf_counter() - t0,
-        collection=collection,
-        store=QDRANT_ENGINE if store_config.url else EXACT_ENGINE,
-        store_url=store_config.url,
-    )
-    _write_manifest(tmp, manifest)
-    _publish(tmp, final)
-    index = open_index(final, store_config, resources)
+    dim, embedded, hits = _write_scratch(tmp, chunks, manifest, embedder, store_config, resources, dense=dense, progress=progress)
+    _write_manifest(tmp, manifest.model_copy(update={"dim": dim, "build_s": time.perf_counter() - t0}))
+    _publish(tmp, root / iid)
+    index = open_index(root / iid, store_config, resources, embedder)
     return BuildReport(index, False, embedded, hits, time.perf_counter() - t0)
 
 
-def _write_scratch(tmp: Path, chunks: Sequence[Chunk], iid: str, embedder: Embedder, store_config: StoreConfig,
-                   resources: Resources, *, dense: bool, progress: bool) -> tuple[str, int | None, int, int]:
+def _update_in_place(root: Path, manifest: Manifest, chunks: Sequence[Chunk], embedder: Embedder, store_config: StoreConfig,
+                     resources: Resources, progress: bool, t0: float) -> BuildReport | None:
+    """The previous version of this qdrant-edge index (same lineage) changed into this one, when there is one
+    close enough (ragopt/index_update.py); None otherwise."""
+    candidates = []
+    for folder in root.glob("*/manifest.json") if root.is_dir() else []:
+        if not folder.parent.name.startswith(".") and json.loads(folder.read_text(encoding="utf-8")).get("lineage") == manifest.lineage:
+            finish_commit(folder.parent)  # a run killed while renaming its files
+            candidates.append(folder.parent)
+    plan = plan_update(candidates, chunks)
+    if plan is None:
+        return None
+    resources.drop(("index", os.path.abspath(plan.folder), store_config.url))  # this process may hold it open
+    store = EdgeStore(plan.folder / "vectors", store_config)
+    dim = _read_manifest(plan.folder).dim
+    done = manifest.model_copy(update={"dim": dim, "build_s": time.perf_counter() - t0})
+    try:
+        embedded, hits = apply_update(plan, chunks, embedder, store, done.model_dump_json(indent=2), progress=progress)
+    finally:
+        store.close()
+    final = root / manifest.id
+    if plan.folder != final:
+        shutil.rmtree(final, ignore_errors=True)  # an older state of this lineage under the new id: superseded
+        os.rename(plan.folder, final)
+    clear_journal(final)
+    index = open_index(final, store_config, resources, embedder)
+    return BuildReport(index, False, embedded, hits, time.perf_counter() - t0, updated=(len(plan.removed), len(plan.added)))
+
+
+def _write_scratch(tmp: Path, chunks: Sequence[Chunk], manifest: Manifest, embedder: Embedder, store_config: StoreConfig,
+                   resources: Resources, *, dense: bool, progress: bool) -> tuple[int | None, int, int]:
     """Write the chunks, and the vectors unless `dense` is False, into the scratch folder `tmp`, which is removed
-    on any failure. Returns (collection, dim or None, texts embedded, cache hits)."""
+    on any failure. Returns (dim or None, texts embedded, cache hits)."""
     try:
         with open(tmp / "chunks.jsonl", "w", encoding="utf-8") as f:
             f.writelines(c.model_dump_json() + "\n" for c in chunks)
-        collection = collection_name(iid, store_config)
-        dim, embedded, hits = (
-            _write_vectors(chunks, embedder, tmp, collection, store_config, resources, progress) if dense else (None, 0, 0)
-        )
+        if not dense:
+            return None, 0, 0
+        return _write_vectors(chunks, embedder, tmp, manifest, store_config, resources, progress)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-    return collection, dim, embedded, hits
 
 
 def _publish(tmp: Path, final: Path) -> None:
@@ -323,27 +340,29 @@ def _write_vectors(
     chunks: Sequence[Chunk],
     embedder: Embedder,
     folder: Path,
-    collection: str,
+    manifest: Manifest,
     store_config: StoreConfig,
     resources: Resources,
     progress: bool,
 ) -> tuple[int, int, int]:
-    """Embed the chunks (cached) and store them in bulk: the exact store in `folder/vectors`, or a server
-    collection of its own published by pointing the `collection` alias at it. Returns (dim, texts embedded,
-    cache hits)."""
+    """Embed the chunks (cached) and store them in bulk in the manifest's store: the exact store or a qdrant-edge
+    shard (its graph built) in `folder/vectors`, or a server collection of its own published by pointing the
+    manifest's collection alias at it. Returns (dim, texts embedded, cache hits)."""
     encoded = embedder.encode([c.indexed_text for c in chunks], [(c.tenant, c.scopes) for c in chunks], progress=progress)
     dim = int(encoded.vectors.shape[1])
-    if not store_config.url:
-        store = ExactStore(folder / "vectors")
+    if manifest.store != QDRANT_ENGINE:
+        store = EdgeStore(folder / "vectors", store_config) if manifest.store == EDGE_ENGINE else ExactStore(folder / "vectors")
         store.create(dim)
         store.upsert(chunks, encoded.vectors)
+        if isinstance(store, EdgeStore):
+            store.optimize()
         store.close()
         return dim, encoded.cache_misses, encoded.cache_hits
-    server = QdrantStore(f"{collection}_build{os.getpid()}", store_config, resources)
+    server = QdrantStore(f"{manifest.collection}_build{os.getpid()}", store_config, resources)
     try:
         server.create(dim)
         server.upsert(chunks, encoded.vectors)
-        server.publish(collection)
+        server.publish(manifest.collection)
     except BaseException:
         server.drop()
         raise
@@ -363,11 +382,17 @@ def _read_manifest(path: Path) -> Manifest:
         raise InputError("this index was written by another ragopt version: build it again", path=path / "manifest.json") from None
 
 
-def open_index(path: Path, store_config: StoreConfig | None = None, resources: Resources | None = None) -> Index:
+def open_index(path: Path, store_config: StoreConfig | None = None, resources: Resources | None = None,
+               embedder: Embedder | None = None) -> Index:
     """The published index at `path`. With `resources`, one Index per folder and store is kept there (the
-    same corpus in another workspace is another index); without, a new Index that owns its resources."""
+    same corpus in another workspace is another index); without, a new Index that owns its resources. With
+    `embedder`, an index whose vectors another embedder (or dimension) wrote is refused."""
     manifest = _read_manifest(path)
     store_config = store_config or StoreConfig()
+    if embedder is not None and manifest.embedder_fingerprint != embedder.fingerprint:
+        raise InputError(f"these vectors were written by the embedder {manifest.embedder_model} ({manifest.dim} dimensions, "
+                         f"fingerprint {manifest.embedder_fingerprint}), not by {embedder.config.model} (fingerprint "
+                         f"{embedder.fingerprint}): build the index again", path=path / "manifest.json")
     if manifest.store_url != store_config.url:
         raise InputError(
             f"this index keeps its vectors in {_store_name(manifest.store_url)}, not in {_store_name(store_config.url)}: "

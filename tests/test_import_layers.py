@@ -26,6 +26,7 @@ LAYERS = [
     {"plan"},
     {"stages"},
     {"index", "memo", "fusion"},
+    {"index_update"},  # the in-place update of a qdrant-edge index, which index.py calls
     {"tokencount"},
     {"backends"},
     {"__init__"},  # ragopt/__init__.py: the core re-exported for users, and __version__

@@ -20,7 +20,8 @@ from ragopt.backends.exact_store import ExactStore
 from ragopt.config import ChunkerConfig, EmbedderConfig
 from ragopt.data.beir import load_beir
 from ragopt.errors import InputError
-from ragopt.index import build_index, make_embedder, open_index, remove_stale_scratch, scratch_name
+from ragopt.index import build_index, make_embedder, open_index
+from ragopt.workspace import remove_stale_scratch, scratch_name
 from ragopt.types import Document
 
 REPO = Path(__file__).resolve().parents[1]

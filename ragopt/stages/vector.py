@@ -26,7 +26,10 @@ class VectorSearch:
         self.writes = (f"candidates.{name}", "hits")
 
     def identity(self) -> dict[str, object]:
-        return {"stage": "vector", "name": self.name, "index": self.index.manifest.id, "k": self.k}
+        identity: dict[str, object] = {"stage": "vector", "name": self.name, "index": self.index.manifest.id, "k": self.k}
+        if self.index.manifest.store == "qdrant-edge":  # an approximate search: its settings change the answer
+            identity["search"] = self.index.store_config.search_settings()
+        return identity
 
     def run(self, state: RequestState) -> RequestState:
         if state.query_vector is None:

@@ -127,7 +127,7 @@ def check_out(out: Path) -> None:
 def write_set(evalset: EvalSet, record: dict[str, Any], out: Path) -> Path:
     """Publish SET in one rename: a killed run leaves no half set (and removes its own scratch next time)."""
     from ragopt.data.jsonl import dump_ragopt_jsonl
-    from ragopt.index import remove_stale_scratch, scratch_name
+    from ragopt.workspace import remove_stale_scratch, scratch_name
 
     check_out(out)
     remove_stale_scratch(out.parent, f".{out.name}.tmp")

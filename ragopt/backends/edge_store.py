@@ -1,0 +1,218 @@
+"""Approximate vector search in process through Qdrant Edge (`qdrant-edge-py`: the Qdrant server's own engine as a
+library, a shard in a local folder): HNSW over the vectors, int8 scalar quantization with rescoring by the original
+vectors, and keyword payload indexes on tenant and scopes, so a permission filter is applied inside the graph walk
+(never by cutting a top K afterwards: a small tenant's query still finds K of its own hits).
+
+Files in the store's folder: shard/ (Qdrant's segments, WAL and payload indexes) and ids.npy, the point id of each
+chunk position. A point's id is a hash of its chunk's full record (text, document, tenant, scopes), so a changed
+chunk is a new point and an unchanged one keeps its id: the difference between two chunk lists is two set
+differences of ids, and re-applying an update is idempotent (ragopt/index_update.py).
+
+Memory: the original float32 vectors stay on disk (memory-mapped, read only to rescore a few candidates), the
+int8 copy (a quarter of the size) and the graph are what a search walks. `StoreConfig` holds the knobs (m,
+ef_construct, ef, quantization, oversampling).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from functools import cached_property
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+from ragopt.backends.exact_store import save_npy, unit_vectors
+from ragopt.backends.qdrant_store import owner_payload, permission_values
+from ragopt.config import StoreConfig
+from ragopt.types import Chunk, Query
+
+ENGINE = "qdrant-edge"
+SHARD = "shard"
+IDS = "ids.npy"
+_ID_MASK = (1 << 63) - 1  # ids stay below 2**63: signed 64-bit everywhere
+_BATCH = 1000
+
+
+def point_ids(chunks: Sequence[Chunk]) -> np.ndarray:
+    """Each chunk's point id: 63 bits of a hash of its whole record (a changed chunk gets another id)."""
+    return np.fromiter(
+        (int.from_bytes(hashlib.blake2b(c.model_dump_json().encode(), digest_size=8).digest(), "big") & _ID_MASK for c in chunks),
+        dtype=np.int64, count=len(chunks),
+    )
+
+
+def shard_config(dim: int, config: StoreConfig) -> Any:
+    import qdrant_edge as qe
+
+    quantization = None
+    if config.quantization == "int8":
+        quantization = qe.ScalarQuantizationConfig(type=qe.ScalarType.Int8, quantile=0.99, memory=qe.Memory.Pinned)
+    return qe.EdgeConfig(
+        vectors=qe.EdgeVectorParams(size=dim, distance=qe.Distance.Cosine,
+                                    memory=qe.Memory.Cold if quantization is not None else qe.Memory.Cached),
+        hnsw_config=qe.HnswIndexConfig(m=config.hnsw_m, ef_construct=config.hnsw_ef_construct, full_scan_threshold=10_000),
+        quantization_config=quantization,
+        optimizers=qe.EdgeOptimizersConfig(default_segment_number=1),  # one graph to walk, one thread per query
+        max_search_threads=1,
+    )
+
+
+class EdgeStore:
+    """create / upsert / delete / search / count / close over a folder; `open_s` says what opening the shard cost."""
+
+    engine = ENGINE
+
+    def __init__(self, folder: str | Path, config: StoreConfig | None = None):
+        self.folder = Path(folder)
+        self.config = config or StoreConfig(engine=ENGINE)
+        self.open_s: float | None = None
+
+    # -- reading ---------------------------------------------------------------------------------------
+    @cached_property
+    def _shard(self) -> Any:
+        import qdrant_edge as qe
+
+        t0 = time.perf_counter()
+        shard = qe.EdgeShard.load(str(self.folder / SHARD))
+        self.open_s = time.perf_counter() - t0
+        return shard
+
+    @cached_property
+    def _ids(self) -> np.ndarray:
+        path = self.folder / IDS
+        return np.load(path) if path.exists() else np.zeros(0, dtype=np.int64)
+
+    @cached_property
+    def _lookup(self) -> tuple[np.ndarray, np.ndarray]:
+        """(point ids sorted, the chunk position of each)."""
+        order = np.argsort(self._ids, kind="stable")
+        return self._ids[order], order
+
+    def open(self) -> float:
+        """Open the shard now (it opens on first use otherwise); the seconds it took."""
+        self._shard  # noqa: B018
+        self._lookup  # noqa: B018
+        return self.open_s or 0.0
+
+    def positions_of(self, ids: Sequence[int]) -> list[int | None]:
+        """The chunk position of each point id; None for a point this index's chunk list does not hold (one an
+        interrupted update left behind: ragopt/index_update.py completes it)."""
+        sorted_ids, order = self._lookup
+        if not sorted_ids.size:
+            return [None] * len(ids)
+        at = np.minimum(np.searchsorted(sorted_ids, np.asarray(ids, dtype=np.int64)), sorted_ids.size - 1)
+        return [int(order[a]) if sorted_ids[a] == i else None for a, i in zip(at, ids)]
+
+    def _filter(self, query: Query) -> Any:
+        import qdrant_edge as qe
+
+        tenants, scopes = permission_values(query)
+        return qe.Filter(must=[qe.FieldCondition(key="tenant", match=qe.MatchAny(any=tenants)),
+                               qe.FieldCondition(key="scopes", match=qe.MatchAny(any=scopes))])
+
+    def _params(self) -> Any:
+        import qdrant_edge as qe
+
+        c = self.config
+        quantization = None
+        if c.quantization == "int8":
+            quantization = qe.QuantizationSearchParams(rescore=c.rescore, oversampling=c.oversampling)
+        return qe.SearchParams(hnsw_ef=c.hnsw_ef, exact=c.exact, quantization=quantization)
+
+    def search(self, vector: np.ndarray, k: int, query: Query | None) -> list[tuple[int, float]]:
+        """(chunk position, cosine) of the k best chunks `query` may see (None: unrestricted), best first, ties by
+        position."""
+        import qdrant_edge as qe
+
+        if k <= 0:
+            return []
+        q = unit_vectors(vector).tolist()
+        request = qe.QueryRequest(limit=k, query=qe.Query.Nearest(q), filter=self._filter(query) if query is not None else None,
+                                  params=self._params(), with_payload=False)
+        points = self._shard.query(request)
+        found = [(p, float(s.score)) for p, s in zip(self.positions_of([int(s.id) for s in points]), points) if p is not None]
+        return sorted(found, key=lambda f: (-f[1], f[0]))
+
+    def count(self) -> int:
+        import qdrant_edge as qe
+
+        return int(self._shard.count(qe.CountRequest(exact=True))) if (self.folder / SHARD).exists() else 0
+
+    # -- writing ---------------------------------------------------------------------------------------
+    def create(self, dim: int) -> None:
+        """A new, empty shard with this store's settings and the permission payload indexes."""
+        import qdrant_edge as qe
+
+        self.folder.mkdir(parents=True, exist_ok=True)
+        shard = qe.EdgeShard.create(str(self.folder / SHARD), shard_config(dim, self.config))
+        for field in ("tenant", "scopes"):
+            shard.update(qe.UpdateOperation.create_field_index(field, qe.PayloadSchemaType.Keyword))
+        self.__dict__["_shard"] = shard
+
+    def upsert(self, chunks: Sequence[Chunk], vectors: np.ndarray, first_index: int = 0) -> None:
+        """Points for the chunks at positions first_index.. (idempotent), and their ids in ids.npy; the graph
+        is built by `optimize`."""
+        ids = point_ids(chunks)
+        self.put_points(ids, chunks, vectors)
+        known = self._ids
+        if first_index > known.size:
+            raise ValueError(f"upsert at position {first_index} would leave a gap after {known.size} points")
+        all_ids = np.concatenate([known[:first_index], ids, known[first_index + len(ids):]])
+        self.write_ids(all_ids)
+
+    def put_points(self, ids: np.ndarray, chunks: Sequence[Chunk], vectors: np.ndarray) -> None:
+        """Upsert points (id, vector, owner payload) in batches, without touching ids.npy."""
+        import qdrant_edge as qe
+
+        vectors = unit_vectors(vectors)
+        for b in range(0, len(chunks), _BATCH):
+            points = [qe.Point(int(ids[i]), vectors[i].tolist(), owner_payload(chunks[i]))
+                      for i in range(b, min(b + _BATCH, len(chunks)))]
+            self._shard.update(qe.UpdateOperation.upsert_points(points))
+
+    def delete(self, ids: Sequence[int]) -> None:
+        import qdrant_edge as qe
+
+        ids = [int(i) for i in ids]
+        for b in range(0, len(ids), _BATCH):
+            self._shard.update(qe.UpdateOperation.delete_points(ids[b : b + _BATCH]))
+
+    def apply(self, removed: Sequence[int], chunks: Sequence[Chunk], vectors: np.ndarray, all_ids: np.ndarray) -> None:
+        """An update in place: delete the `removed` point ids, upsert the chunks (new points), then record
+        `all_ids` (the point id of every chunk position after the update) and flush. Idempotent: re-applying it
+        after an interruption completes it. The graph is not rebuilt: new points are searched in a small
+        appendable segment beside it, so the cost follows the change, not the index."""
+        self.delete(removed)
+        self.put_points(point_ids(chunks), chunks, vectors)
+        self.write_ids(all_ids)
+        self.flush()
+
+    @property
+    def ids(self) -> np.ndarray:
+        """The point id of each chunk position (read-only)."""
+        view = self._ids.view()
+        view.flags.writeable = False
+        return view
+
+    def write_ids(self, ids: np.ndarray, name: str = IDS) -> None:
+        save_npy(self.folder / name, np.asarray(ids, dtype=np.int64))
+        if name == IDS:
+            for attr in ("_ids", "_lookup"):
+                self.__dict__.pop(attr, None)
+
+    def optimize(self) -> None:
+        """Build the HNSW graph and the quantized vectors over what was written, and flush to disk."""
+        self._shard.optimize()
+        self._shard.flush()
+
+    def flush(self) -> None:
+        self._shard.flush()
+
+    def close(self) -> None:
+        shard = self.__dict__.pop("_shard", None)
+        if shard is not None:
+            shard.close()
+        for attr in ("_ids", "_lookup"):
+            self.__dict__.pop(attr, None)
