@@ -5,7 +5,7 @@
   Redis (a Lua script makes the refill-and-take atomic, so several serve processes share the buckets).
   A refusal says how long until a token is back (the 429's Retry-After).
 - `DailyQuota`: model tokens per tenant per UTC day (local dict or Redis INCRBY with expiry).
-- `CircuitBreaker` + `Guarded`: a stage that fails `failures` times in a row opens its breaker; while open,
+- `CircuitBreaker` (ragopt.backends.breaker) + `Guarded`: a stage that fails `failures` times in a row opens its breaker; while open,
   calls fail at once (the pipeline's fallback answers); after `reset_s` one trial call is let through
   (half-open): success closes the breaker, failure opens it again.
 - `FallbackChain`: the next stages to try when the primary generator fails (a smaller model, then the
@@ -21,6 +21,7 @@ import time
 from datetime import datetime, timezone
 from typing import Any, Callable, Sequence
 
+from ragopt.backends.breaker import CircuitBreaker
 from ragopt.errors import BreakerOpen, Refused
 from ragopt.pipeline import RequestState
 
@@ -111,62 +112,6 @@ class DailyQuota:
         with self._lock:
             k = (tenant, self._day())
             self._used[k] = self._used.get(k, 0) + tokens
-
-
-class CircuitBreaker:
-    CLOSED, OPEN, HALF_OPEN = "closed", "open", "half_open"
-
-    def __init__(self, name: str, failures: int = 3, reset_s: float = 5.0):
-        self.name = name
-        self.failures_to_open = failures
-        self.reset_s = reset_s
-        self.state = self.CLOSED
-        self.consecutive_failures = 0
-        self.opened_at = 0.0
-        self.trial_in_flight = False
-        self.transitions: list[str] = []  # "closed->open", ... (metrics and tests read them)
-        self._lock = threading.Lock()
-
-    def _move(self, to: str) -> None:
-        if to != self.state:
-            self.transitions.append(f"{self.state}->{to}")
-            self.state = to
-
-    def allow(self) -> bool:
-        with self._lock:
-            if self.state == self.OPEN and time.monotonic() - self.opened_at >= self.reset_s:
-                self._move(self.HALF_OPEN)
-            if self.state == self.HALF_OPEN:
-                if self.trial_in_flight:
-                    return False
-                self.trial_in_flight = True
-                return True
-            return self.state == self.CLOSED
-
-    def refusing(self) -> bool:
-        """Open and not yet due for a trial call; unlike `allow`, asking takes no trial."""
-        with self._lock:
-            return self.state == self.OPEN and time.monotonic() - self.opened_at < self.reset_s
-
-    def success(self) -> None:
-        with self._lock:
-            self.consecutive_failures = 0
-            self.trial_in_flight = False
-            self._move(self.CLOSED)
-
-    def neutral(self) -> None:
-        """The call was refused under load (ragopt.errors.Refused): it says nothing about the backend's health,
-        so nothing changes but that a half-open trial may be taken again."""
-        with self._lock:
-            self.trial_in_flight = False
-
-    def failure(self) -> None:
-        with self._lock:
-            self.consecutive_failures += 1
-            self.trial_in_flight = False
-            if self.state == self.HALF_OPEN or self.consecutive_failures >= self.failures_to_open:
-                self.opened_at = time.monotonic()
-                self._move(self.OPEN)
 
 
 class _StandIn:
