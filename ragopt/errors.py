@@ -110,6 +110,15 @@ class BreakerOpen(BackendError):
     """The backend failed repeatedly; calls are refused until its breaker half-opens."""
 
 
+class ToolUnavailable(BackendError):
+    """A tool (ragopt.backends.tools) gave no result: `cause` is what a trace says, "tool_timeout", "tool_error",
+    "tool_connection" or "tool_breaker_open"."""
+
+    def __init__(self, cause: str, message: str):
+        self.cause = cause
+        super().__init__(f"{cause}: {message}")
+
+
 class ContextOverflow(BackendError):
     """The prompt and the tokens to generate do not fit the model's context."""
 
