@@ -26,7 +26,7 @@ import numpy as np
 from ragopt.cache import Cache, CacheKey
 from ragopt.config import fingerprint
 from ragopt.trace import Span, Trace, now_ms
-from ragopt.types import Chunk, Hit
+from ragopt.types import Chunk, Hit, is_live
 
 NAMESPACE = "stage-memo-2"  # -2: a remembered span carries its stage's kind (older entries did not)
 
@@ -96,6 +96,8 @@ class StageMemo:
     def key(self, stage: Any, state: Any) -> str | None:
         identity = stage_identity(stage)
         if identity is None or state.deadline is not None:  # a deadline makes the output depend on time
+            return None
+        if any(is_live(h.chunk) for h in state.hits):  # live data is never cached, nor anything made from it
             return None
         with_scores = any(w == "hits" or w.startswith("candidates.") for w in stage.writes)
         reads = sorted(set(stage.reads) | {"query"})  # permissions always decide what a stage may see

@@ -219,6 +219,8 @@ class Pipeline:
             span.ms = now_ms() - start
             span.usage = state.usage
         span.items_out = len(state.hits)
+        if state.usage.attrs.get("degraded"):  # the stage answered in a lesser way, and says why
+            trace.degraded.append(f"{span_name}: {state.usage.attrs['degraded']}")
         if state.answer is not None and state.answer.incomplete and not any(d.startswith(f"{span_name}: answer") for d in trace.degraded):
             trace.degraded.append(f"{span_name}: answer incomplete ({state.answer.finish_reason})")
         return state

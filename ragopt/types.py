@@ -112,6 +112,15 @@ def visible_to(tenant: str | None, scopes: tuple[str, ...], query: Query) -> boo
     return tenant_ok and scope_ok
 
 
+LIVE_DOC_PREFIX = "live:"  # the doc_id of a tool's live passage: "live:TOOL"
+
+
+def is_live(chunk: "Chunk") -> bool:
+    """A passage of live data a tool read (ragopt.stages.tool), not a document: rankings, retrieval metrics and
+    caches leave it out."""
+    return chunk.metadata.get("live") is True
+
+
 class Hit(BaseModel):
     chunk: Chunk
     score: float

@@ -28,7 +28,8 @@ class EvalQuery(BaseModel):
     query: Query
     relevance: dict[str, int] = Field(default_factory=dict)  # doc_id -> graded relevance (> 0 is relevant)
     evidence: list[Evidence] = Field(default_factory=list)  # span-level gold, where the dataset has it
-    reference_answer: str | None = None
+    reference_answer: str | None = None  # for a question that needs live data too: the documents' part
+    live_reference: str | None = None  # the part live data answers (a tool: ragopt.stages.tool)
 
 
 class EvalSet(BaseModel):

@@ -49,6 +49,7 @@ class _QuestionLine(_Line):
     id: str = Field(min_length=1)
     question: str
     answer: str | None = None
+    live_answer: str | None = None  # what a tool's live data answers (ragopt.stages.tool); `answer`: the documents' part
     evidence: list[_EvidenceLine] = Field(min_length=1)
     relevance: dict[str, Annotated[int, Field(ge=0)]] = {}
     tenant: str | None = None
@@ -94,6 +95,7 @@ def dump_ragopt_jsonl(evalset: EvalSet, folder: str | Path) -> Path:
                 "id": q.query.id,
                 "question": q.query.text,
                 "answer": q.reference_answer,
+                "live_answer": q.live_reference,
                 "evidence": [e.model_dump(exclude_none=True) for e in q.evidence],
                 "relevance": q.relevance if q.relevance != _default_relevance(q.evidence) else {},
                 "tenant": q.query.tenant,
@@ -106,7 +108,7 @@ def dump_ragopt_jsonl(evalset: EvalSet, folder: str | Path) -> Path:
 
 # What a writer leaves out: the loader fills these in.
 _DEFAULTS: dict[str, Any] = {
-    "title": "", "answer": None, "tenant": None, "scopes": [], "metadata": {}, "relevance": {}, "history": []
+    "title": "", "answer": None, "live_answer": None, "tenant": None, "scopes": [], "metadata": {}, "relevance": {}, "history": []
 }
 
 
@@ -239,7 +241,8 @@ def _load_questions(path: Path, docs: dict[str, Document]) -> list[EvalQuery]:
             if grade == 0 and doc_id in relevance:
                 raise where("an evidence document cannot have grade 0", f"relevance.{doc_id}")
             relevance[doc_id] = grade
-        queries.append(EvalQuery(query=query, relevance=relevance, evidence=evidence, reference_answer=row.answer))
+        queries.append(EvalQuery(query=query, relevance=relevance, evidence=evidence, reference_answer=row.answer,
+                                 live_reference=row.live_answer))
     if not queries:
         raise InputError("no questions", path=path)
     return queries

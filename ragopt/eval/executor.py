@@ -25,7 +25,7 @@ from ragopt.config import fingerprint
 from ragopt.memo import stage_identity
 from ragopt.pipeline import Pipeline, Step
 from ragopt.stages.prompt import prompt_fingerprint
-from ragopt.types import Answer, Query
+from ragopt.types import Answer, Query, is_live
 
 NAMESPACE = "trial-outcomes-2"  # -2: an outcome keeps the backend its question was routed to
 
@@ -40,6 +40,7 @@ class QueryOutcome:
     answer: dict[str, Any] | None = None  # Answer as JSON
     degraded: list[str] = field(default_factory=list)
     route: str | None = None  # the backend a routing stage sent the question to ("small", "default"); None: no routing
+    live: bool = False  # a tool's live data reached its prompt or answer: nothing made from it is remembered
     from_earlier_run: bool = False  # some span was measured by an earlier process
     trace: Any = None  # the request's Trace (not kept on disk)
 
@@ -124,13 +125,15 @@ def _outcome(query: Query, result: Any) -> QueryOutcome:
     answer = result.state.answer
     return QueryOutcome(
         query_id=query.id,
-        ranking=[(h.chunk.id, h.chunk.doc_id, h.chunk.start, h.chunk.end, h.score) for h in result.state.hits],
+        ranking=[(h.chunk.id, h.chunk.doc_id, h.chunk.start, h.chunk.end, h.score) for h in result.state.hits
+                 if not is_live(h.chunk)],  # documents only: a tool's live passage is no retrieval result
         stage_ms=stage_ms,
         prompt_tokens=prompt_tokens,
         prompt_fingerprint=prompt_fingerprint(result.state.prompt),
         answer=None if answer is None else answer.model_dump(mode="json"),
         degraded=list(result.trace.degraded),
         route=result.trace.route,
+        live=any(is_live(h.chunk) for h in result.state.hits),
         from_earlier_run=from_disk,
         trace=result.trace,
     )

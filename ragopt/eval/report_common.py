@@ -193,6 +193,14 @@ def trial_stages(t: Trial) -> list[str]:
     ))
 
 
+def switched_stages(trials: Sequence[Trial]) -> set[str]:
+    """The stages a swept parameter switches on and off: missing from some trials, and named by a swept parameter's
+    kind (tool.call -> tool; its step after the answer, tool_answer, too)."""
+    ran = [set(trial_stages(t)) for t in trials]
+    kinds = {p.split(".", 1)[0] for p in swept_params(trials) if "." in p}
+    return {s for s in set().union(*ran) if any(s not in r for r in ran) and any(s.startswith(k) for k in kinds)}
+
+
 def stage_latency_columns(trials: Sequence[Trial]) -> list[str]:
     """The stages whose own p50/p95 the tables show (what the stage adds): a stage missing from some trials
     (e.g. a rerank stage only where its depth is above 0), or one a swept parameter names: the parameter's

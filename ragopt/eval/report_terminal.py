@@ -9,7 +9,7 @@ from typing import Any, Callable
 
 from ragopt.eval.gates import is_cost, quality_metric, rank_trials
 from ragopt.eval.report_common import (
-    STAGE_PERCENTILES, beats_floor, floor_label, floor_pairs, stage_latency_columns, stage_ms,
+    STAGE_PERCENTILES, beats_floor, floor_label, floor_pairs, stage_latency_columns, stage_ms, switched_stages,
 )
 from ragopt.eval.results import ROUTED_SMALL_SHARE, Trial, measured
 
@@ -41,7 +41,8 @@ def _ms(value: float | None) -> str:
 
 
 def _metric(name: str, order: int) -> Column:
-    return Column(name, lambda t: _number(t.metrics.get(name), 4), order)
+    head = name.replace("_part_contains_reference", " part ok").replace("incomplete_share", "incomplete")
+    return Column(head, lambda t: _number(t.metrics.get(name), 4), order)
 
 
 def _cost(head: str, field: str, digits: int, order: int) -> Column:
@@ -84,9 +85,11 @@ def columns_by_priority(results: Any, first: Trial) -> tuple[list[Column], list[
     other_cites = [c for c, (p, _) in zip(cites, pairs) if p not in wanted]
     routed = [Column("small share", lambda t: _number(t.metrics.get(ROUTED_SMALL_SHARE), 3), 0)] if (
         ROUTED_SMALL_SHARE not in wanted and any(ROUTED_SMALL_SHARE in t.metrics for t in results.trials)) else []
-    always = [*(_metric(m, wanted.index(m)) for m in key), *wanted_cites, *routed, _cost("ctx tok", "context_tokens", 0, n),
-              _cost("p95 ms", "p95_ms", 2, n + 2)]
     stages = [_stage(s, n + 3 + len(pairs) + i) for i, s in enumerate(stage_latency_columns(results.trials))]
+    switched = switched_stages(results.trials)  # what a stage the sweep switches on and off adds is a key figure
+    always = [*(_metric(m, wanted.index(m)) for m in key), *wanted_cites, *routed, _cost("ctx tok", "context_tokens", 0, n),
+              _cost("p95 ms", "p95_ms", 2, n + 2), *(c for c in stages if c.head.split()[0] in switched)]
+    stages = [c for c in stages if c.head.split()[0] not in switched]
     ndcg, recall = ([_metric(m, more[m])] if m in more else [] for m in ("ndcg@10", "recall@10"))
     optional = [*ndcg, *other_cites[:1], _cost("p50 ms", "p50_ms", 2, n + 1), *recall, *other_cites[1:], *stages]
     return always, optional

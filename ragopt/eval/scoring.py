@@ -11,9 +11,9 @@ from ragopt.data import EvalQuery, EvalSet, Evidence
 from ragopt.eval import metrics as M
 from ragopt.eval.executor import QueryOutcome, code_fingerprint
 from ragopt.eval.results import ROUTED_SMALL_SHARE
-from ragopt.eval.space import CITATION_METRICS, SweepConfig
+from ragopt.eval.space import CITATION_METRICS, LIVE_METRICS, SweepConfig
 from ragopt.text.routing import SMALL
-from ragopt.types import Chunk
+from ragopt.types import LIVE_DOC_PREFIX, Chunk
 
 SCORES_NAMESPACE = "trial-scores"
 
@@ -26,13 +26,20 @@ def trial_scores(outcomes: Sequence[QueryOutcome], evalset: EvalSet, config: Swe
     its trials again."""
     answer_metrics = [n for n in names if n in config.answer_metrics] if config.answers_on() else []
 
+    live = any(o.live for o in outcomes)  # answers holding live data: scored afresh, never remembered
+
     def compute(_: list[int]) -> Iterator[tuple[int, dict[str, list[float | None]]]]:
         per_query = rank_scores(outcomes, evalset, names, config.span_coverage)
         if config.answers_on():
             per_query.update(citation_scores(outcomes, evalset))
             if answer_metrics:
-                per_query.update(answer_scores(outcomes, evalset, answer_metrics, cache))
+                per_query.update(answer_scores(outcomes, evalset, answer_metrics, None if live else cache))
+            if LIVE_METRICS[0] in names:
+                per_query.update(live_scores(outcomes, evalset))
         yield 0, per_query
+
+    if live:
+        return next(compute([0]))[1]
 
     key = CacheKey(namespace=SCORES_NAMESPACE, payload={
         "outcomes": fingerprint([[o.query_id, o.ranking, o.answer] for o in outcomes]),
@@ -67,6 +74,26 @@ def contains_reference(answer: str, reference: str) -> bool:
     return norm(reference) in norm(answer)
 
 
+def live_scores(outcomes: Sequence[QueryOutcome], evalset: EvalSet) -> dict[str, list[float | None]]:
+    """For questions with a live reference: whether the answer states the documents' part and the live part (an
+    answer marked incomplete never counts as stating the live part), and whether it came out incomplete. None
+    for the other questions."""
+    by_id = {q.query.id: q for q in evalset.queries}
+    out: dict[str, list[float | None]] = {name: [] for name in LIVE_METRICS}
+    for o in outcomes:
+        q, answer = by_id[o.query_id], o.answer_model()
+        if not q.live_reference or answer is None:
+            for name in LIVE_METRICS:
+                out[name].append(None)
+            continue
+        out["doc_part_contains_reference"].append(
+            None if q.reference_answer is None else float(contains_reference(answer.text, q.reference_answer)))
+        out["live_part_contains_reference"].append(
+            float(not answer.incomplete and contains_reference(answer.text, q.live_reference)))
+        out["incomplete_share"].append(float(answer.incomplete))
+    return out
+
+
 def route_scores(outcomes: Sequence[QueryOutcome], routing: str | None) -> dict[str, list[float | None]]:
     """Per query, 1 when the small backend answered it, else 0: the question's own route where the trial routes
     each one, else the trial's `routing` (PlanConfig.routing: the extractive generator is the "always small" end,
@@ -98,6 +125,8 @@ def citation_scores(outcomes: Sequence[QueryOutcome], evalset: EvalSet) -> dict[
     out: dict[str, list[float | None]] = {name: [] for name in CITATION_METRICS}
     for o in outcomes:
         answer = o.answer_model()
+        if answer is not None:  # citations of documents: a tool's live passage is scored as the live part instead
+            answer.citations = [c for c in answer.citations if not (c.doc_id or "").startswith(LIVE_DOC_PREFIX)]
         q = by_id[o.query_id]
         gold = citation_gold(q)
         passages = [Chunk(id=cid, doc_id=doc, start=start, end=end, text="") for cid, doc, start, end, _ in o.ranking]

@@ -29,6 +29,9 @@ CITATION_METRICS = ("citation_precision", "citation_recall", "citation_valid_sha
                     "citation_span_recall", "citation_floor_precision", "citation_floor_span_precision",
                     "answer_contains_reference", "answer_lead_contains_reference", "citation_span_precision_if_correct",
                     "citation_floor_span_precision_if_correct")
+# questions that need a document and live data (a tool, ragopt.stages.tool), each part scored on its own; an answer
+# marked incomplete is never right about the live part
+LIVE_METRICS = ("doc_part_contains_reference", "live_part_contains_reference", "incomplete_share")
 
 
 class BaselineConfig(StrictModel):
@@ -254,12 +257,13 @@ class SweepConfig(StrictModel):
     def answers_on(self) -> bool:
         return self.stage_values().get(kind_in_slot(GENERATE_SLOT), {}).get("generator", "none") not in ("none", ["none"])
 
-    def metric_names(self, with_spans: bool, with_references: bool) -> list[str]:
+    def metric_names(self, with_spans: bool, with_references: bool, with_live: bool = False) -> list[str]:
         names = [f"{m}@{k}" for m in RANK_METRICS for k in self.cutoffs()]
         names += [f"span_recall@{k}" for k in self.cutoffs()] if with_spans else []
         if self.answers_on():
             names += list(CITATION_METRICS) + (list(self.answer_metrics) if with_references else [])
             names += [ROUTED_SMALL_SHARE] if self.routes() else []
+            names += list(LIVE_METRICS) if with_live else []
             if self.judge.on():
                 names += [m for m in JUDGED_METRICS if m != "answer_correctness" or with_references]
         return names

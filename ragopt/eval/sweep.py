@@ -60,8 +60,8 @@ def _check_before_work(evalset: EvalSet, config: SweepConfig, progress: bool) ->
     Returns (metric names, gates, judge or None)."""
     with_spans = any(q.evidence and any(e.start is not None for e in q.evidence) for q in evalset.queries)
     with_references = any(q.reference_answer for q in evalset.queries)
-    names = config.metric_names(with_spans, with_references)
-    if config.answers_on() and with_references:
+    names = config.metric_names(with_spans, with_references, any(q.live_reference for q in evalset.queries))
+    if config.answers_on() and with_references and config.answer_metrics:  # none asked: ragas is not needed
         _check_answer_metrics(config.answer_metrics)
     gates = check_known(config.gates, names + list(COST_NAMES))
     check_plans([plan for _, plan in config.plans()])  # a bad file, model or budget named by a stage: before any work
@@ -203,7 +203,8 @@ def confirm(outcome: SweepOutcome, report_set: EvalSet, workspace: Path, *, spli
         return
     plan = outcome.plans[results.selected]
     with_spans = any(q.evidence and any(e.start is not None for e in q.evidence) for q in report_set.queries)
-    names = config.metric_names(with_spans, any(q.reference_answer for q in report_set.queries))
+    names = config.metric_names(with_spans, any(q.reference_answer for q in report_set.queries),
+                                any(q.live_reference for q in report_set.queries))
     with Resources() as resources:
         runner = TrialRunner(report_set, config, workspace, resources, progress=progress, remeasure=False)
         try:

@@ -14,7 +14,7 @@ from typing import Any
 from ragopt.trace import Span
 
 # the GenAI conventions' operation for the span kinds that have one (a reranker and ragopt's own steps have none)
-OPERATIONS = {"EMBEDDING": "embeddings", "RETRIEVER": "retrieval", "LLM": "chat"}
+OPERATIONS = {"EMBEDDING": "embeddings", "RETRIEVER": "retrieval", "LLM": "chat", "TOOL": "execute_tool"}
 _SCALARS = (bool, int, float, str)
 
 
@@ -60,6 +60,8 @@ def span_name(span: Span, model: str | None) -> str:
         return f"retrieval {span.name}"
     if operation == "chat" and model:
         return f"chat {model}"
+    if operation == "execute_tool" and span.usage.attrs.get("tool.name"):
+        return f"execute_tool {span.usage.attrs['tool.name']}"
     return operation or span.name
 
 
@@ -84,6 +86,8 @@ def stage_attributes(span: Span, model: str | None) -> dict[str, Any]:
         if model:  # the generator's model (the trace does not say which embedder an embed span used)
             out.update({"gen_ai.request.model": model, "llm.model_name": model})
         out.update(_chat_attributes(span))
+    if operation == "execute_tool" and usage.attrs.get("tool.name"):  # GenAI's and OpenInference's name of the tool
+        out.update({"gen_ai.tool.name": usage.attrs["tool.name"], "tool.name": usage.attrs["tool.name"]})
     out.update(ragopt_attrs(usage.attrs))
     return out
 

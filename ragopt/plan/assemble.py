@@ -107,12 +107,12 @@ def slot_steps(plan: PlanConfig, ctx: BuildContext, retrieval: list[Any], *, ski
         built = spec.build(plan.stage_config(kind), ctx)
         if built is None:
             continue
-        if skippable and spec.skippable:
-            built = [Step(b, required=False) for b in (built if isinstance(built, list) else [built])]
+        built = built if isinstance(built, list) else [built]
         if spec.replaces_retrieval:
-            ctx.retrieval = list(built) if isinstance(built, list) else [built]
-        else:
-            by_slot[spec.slot] += built if isinstance(built, list) else [built]
+            ctx.retrieval = built
+            continue
+        for b in built:  # a stage may name a later slot of its own (a tool's step that reads the answer)
+            by_slot[getattr(b, "slot", spec.slot)].append(Step(b, required=False) if skippable and spec.skippable else b)
     by_slot["retrieval"] = ctx.retrieval
     if plan.candidate_depth() > plan.retrieval.top_k:
         from ragopt.stages.keep_top import KeepTop

@@ -168,7 +168,10 @@ class RagService:
         self.metrics.watch_scheduler(self.scheduler)
         self.breakers: dict[str, CircuitBreaker] = {}
         self.retrieve = Pipeline([self._retrieval_step(s) for s in retrieval]) if retrieval else None
-        self.before, self.after = list(before), list(after)
+        # a tool's call (live data) runs before the request takes a generation slot: a slow tool never holds one
+        live = [s for s in before if getattr(s.stage if isinstance(s, Step) else s, "span_kind", None) == "TOOL"]
+        self.live = Pipeline(live, inputs=(*REQUEST_INPUTS, "hits")) if live else None
+        self.before, self.after = [s for s in before if s not in live], list(after)
         self.pipelines = {name: self._answer_pipeline(name, extractive) for name in backends}
         for name, breaker in self.breakers.items():
             self.metrics.watch_breaker(name, lambda b=breaker: b.state)
@@ -251,6 +254,7 @@ class RagService:
         route = self.router.route(question)
         backend = self.backends[route]
         cacheable = self.caches.enabled and self.caches.cacheable(options.personal, options.realtime)
+        answer_cacheable = cacheable and self.live is None  # an answer holding live data is never cached
         scope = CacheScope(principal.tenant, principal.scopes, backend.model_id, backend.prompt_version, self.kb_version)
         emitted: list[float] = []
         ticket = Ticket(principal.tenant, principal.key_id, principal.key, principal.tenant_policy, deadline=None)
@@ -262,7 +266,7 @@ class RagService:
                 on_token(piece)
 
         base = {"tenant": principal.tenant, "route": route, "model": backend.model_id, "kb_version": self.kb_version}
-        cached = self.caches.answers.get(scope, question) if cacheable else None
+        cached = self.caches.answers.get(scope, question) if answer_cacheable else None
         if cached is not None:
             emit(cached["answer"])
             trace = _trace(base, handle, emitted, cache={"answer": True, "retrieval": None}, saved_tokens=cached.get("tokens", 0),
@@ -276,18 +280,21 @@ class RagService:
         if handle.cancelled:
             handle.cancel()
         spans, degraded, retrieval_hit = self._retrieve(state, principal, question, cacheable)
+        if self.live is not None:
+            live = self.live.run_state(state)
+            spans, degraded = spans + live.trace.spans, degraded + live.trace.degraded
         result, waited = self._generate(state, route, ticket, handle)
         spans += result.trace.spans
         degraded += result.trace.degraded
         trace = self._answer_trace(base, handle, emitted, result, waited, spans, degraded,
-                                   cache={"answer": False if cacheable else None, "retrieval": retrieval_hit})
+                                   cache={"answer": False if answer_cacheable else None, "retrieval": retrieval_hit})
         self.metrics.observe(trace, spans)
         if self.quota is not None:
             self.quota.spend(principal.tenant, trace["tokens_in"] + trace["tokens_out"])
         answer = result.answer
         citations = [c.model_dump(mode="json") for c in (answer.citations if answer else [])]
         text = answer.text if answer else ""
-        if cacheable and answer is not None and not degraded and not answer.incomplete:
+        if answer_cacheable and answer is not None and not degraded and not answer.incomplete:
             self.caches.answers.set(scope, question, {"answer": text, "citations": citations,
                                                         "tokens": trace["tokens_in"] + trace["tokens_out"], "cost": trace["cost"]})
         return {"answer": text, "citations": citations, "trace": trace}

@@ -27,6 +27,11 @@ def shipped_dataset() -> Path:
     return _folder("evalsets") / "hospital"
 
 
+def shipped_collection_runs() -> Path:
+    """The ingestion runs the shipped collection-status service serves (ragopt.backends.collection_status)."""
+    return shipped_dataset() / "collection_runs.jsonl"
+
+
 def shipped_configs() -> list[Path]:
     """Every shipped sweep config, by name."""
     return sorted(_folder("pipelines").glob("*.toml"))

@@ -1,0 +1,117 @@
+"""What a tool costs a request, and what its failure costs: request latency with the collection-status service
+healthy, slow (delayed past the tool's timeout) and down (stopped), the real service every time.
+
+    python benchmarks/bench_tool.py [--timeout-s 0.5] [--delay-s 1.5] [--questions 47] [--json]
+
+Each scenario answers the shipped hospital set's tool questions through one plan (BM25 over 64-token chunks, K=5,
+the extractive answer, the tool stage with redaction and pruning); the breaker is the stage's own (3 failures
+open it for 5 s). Figures per scenario: p50 / p95 / max of the request's latency and of the tool's span, their
+ratio to healthy (measured in the same run), the share of answers marked incomplete, the causes the traces name,
+whether every request was answered, and whether every one finished within the timeout + 1 s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from ragopt.errors import InputError  # noqa: E402
+from ragopt.trace import percentiles  # noqa: E402
+
+
+def parse_args() -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--timeout-s", type=float, default=0.5, help="the tool's timeout")
+    p.add_argument("--delay-s", type=float, default=1.5, help="how long the slow service holds each answer")
+    p.add_argument("--questions", type=int, default=47, help="tool questions per scenario (the set has 47)")
+    p.add_argument("--json", action="store_true")
+    args = p.parse_args()
+    if args.timeout_s <= 0:
+        raise InputError("must be > 0", field="--timeout-s")
+    if args.delay_s <= args.timeout_s:
+        raise InputError("must exceed --timeout-s (the slow scenario is a service slower than the timeout)", field="--delay-s")
+    if args.questions < 1:
+        raise InputError("must be >= 1", field="--questions")
+    return args
+
+
+def scenario(name: str, url: str, args: argparse.Namespace, documents: list[Any], queries: list[Any], workspace: Path) -> dict[str, Any]:
+    from ragopt.backends.collection_status import SCHEMA
+    from ragopt.config import ChunkerConfig, RetrievalConfig
+    from ragopt.plan import PlanConfig, open_plan
+    from ragopt.resources import Resources
+
+    plan = PlanConfig(chunker=ChunkerConfig(mode="tokens", size=64, overlap=16), retrieval=RetrievalConfig(retriever="bm25", top_k=5),
+                      stages={"generate": {"generator": "extractive"},
+                              "tool": {"call": "always", "url": url, "result_schema": json.dumps(SCHEMA),
+                                       "timeout_s": args.timeout_s}})
+    with Resources() as resources:
+        pipeline, _ = open_plan(plan, documents, workspace, resources=resources, progress=False)
+        totals, tool_ms, causes, incomplete, answered = [], [], Counter(), 0, 0
+        for q in queries:
+            t0 = time.perf_counter()
+            result = pipeline.run(q)
+            totals.append((time.perf_counter() - t0) * 1000)
+            span = result.trace.span("tool")
+            tool_ms.append(span.ms if span else 0.0)
+            answered += result.answer is not None and bool(result.answer.text)
+            incomplete += bool(result.answer and result.answer.incomplete)
+            causes.update(d.split(":")[1].split("->")[0].strip() for d in result.trace.degraded if d.startswith("tool:"))
+    lat, tl = percentiles(totals), percentiles(tool_ms)
+    return {"scenario": name, "requests": len(queries), "answered": answered, "incomplete_share": incomplete / len(queries),
+            "p50_ms": lat["p50"], "p95_ms": lat["p95"], "max_ms": max(totals), "tool_p50_ms": tl["p50"],
+            "tool_p95_ms": tl["p95"], "causes": dict(causes),
+            "bounded": max(totals) <= (args.timeout_s + 1.0) * 1000}
+
+
+def main() -> None:
+    args = parse_args()
+    from ragopt.backends.collection_status import CollectionStatusService
+    from ragopt.data import load_evalset
+    from ragopt.shipped import shipped_collection_runs, shipped_dataset
+
+    evalset = load_evalset(shipped_dataset() / "tool_questions.jsonl")
+    queries = [q.query for q in evalset.queries][: args.questions]
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="bench-tool-") as tmp:
+        workspace = Path(tmp)
+        for name, delay in (("healthy", 0.0), ("slow", args.delay_s), ("down", None)):
+            service = CollectionStatusService(shipped_collection_runs(), delay_s=delay or 0.0)
+            url = service.status_url
+            if delay is None:
+                service.close()
+            try:
+                rows.append(scenario(name, url, args, evalset.documents, queries, workspace))
+            finally:
+                service.close()
+    base = rows[0]
+    for r in rows:
+        r["p50_vs_healthy"] = r["p50_ms"] / base["p50_ms"]
+        r["p95_vs_healthy"] = r["p95_ms"] / base["p95_ms"]
+    out = {"timeout_s": args.timeout_s, "delay_s": args.delay_s, "date": time.strftime("%Y-%m-%d"), "scenarios": rows}
+    if args.json:
+        print(json.dumps(out, indent=2, ensure_ascii=False))
+        return
+    print(f"tool timeout {args.timeout_s} s, slow service {args.delay_s} s; {len(queries)} tool questions per scenario")
+    print(f"{'scenario':<9}{'p50 ms':>9}{'p95 ms':>9}{'max ms':>9}{'x p50':>7}{'x p95':>7}{'tool p50/p95':>15}"
+          f"{'incompl.':>9}{'answered':>9}  bounded  causes")
+    for r in rows:
+        print(f"{r['scenario']:<9}{r['p50_ms']:>9.1f}{r['p95_ms']:>9.1f}{r['max_ms']:>9.1f}{r['p50_vs_healthy']:>7.2f}"
+              f"{r['p95_vs_healthy']:>7.2f}{r['tool_p50_ms']:>8.1f}/{r['tool_p95_ms']:<6.1f}{r['incomplete_share']:>9.2f}"
+              f"{r['answered']:>5}/{r['requests']:<3}  {str(r['bounded']):<7}  {r['causes']}")
+
+
+if __name__ == "__main__":
+    try:
+        main()
+    except InputError as exc:
+        print(f"bench_tool: error: {exc}", file=sys.stderr)
+        sys.exit(2)
