@@ -96,11 +96,11 @@ class CallableTool(_Threads):
         try:
             hints = typing.get_type_hints(fn)
         except Exception as exc:  # an annotation that names nothing importable
-            raise InputError(f"tool {name!r}: its type annotations do not resolve: {exc}", field="tool") from None
+            raise InputError(f"tool {name!r}: its type annotations do not resolve: {exc}") from None
         self.params = list(inspect.signature(fn).parameters)
         untyped = [p for p in self.params if p not in hints]
         if untyped:
-            raise InputError(f"tool {name!r}: parameter {untyped[0]!r} has no type annotation", field="tool")
+            raise InputError(f"tool {name!r}: parameter {untyped[0]!r} has no type annotation")
         self.fn = fn
         self.fields = fields or _return_fields(hints.get("return"))
 

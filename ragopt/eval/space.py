@@ -133,7 +133,7 @@ class SweepConfig(StrictModel):
             try:
                 validate_stage_values(kind, values, "stages")
             except InputError as exc:
-                raise ValueError(f"{kind}: {exc.message}" + (f" ({exc.field})" if exc.field else "")) from None
+                raise ValueError(f"stages.{kind}" + (f".{exc.field}" if exc.field else "") + f": {exc.message}") from None
         return v
 
     def stage_values(self) -> dict[str, dict[str, Any]]:

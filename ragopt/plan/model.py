@@ -60,12 +60,13 @@ def validate_stage_values(kind: str, values: dict[str, Any], source: str) -> Non
                              path=source, field=f"stages.{kind}.{name}")
     swept = {name for name, value in values.items() if name in declared and isinstance(value, list)}
     base = {name: value[0] if name in swept and value else value for name, value in values.items()}
-    for name, value in values.items():  # each value checked with the others' settings (rules across fields)
-        for candidate in (value if name in swept else [value]):
-            try:
-                validate(spec.config, {**base, name: candidate}, source)
-            except InputError as exc:
-                raise InputError(f"{exc.message}, got {candidate!r}", path=exc.path, field=exc.field) from None
+    checks = [(None, base)] + [(name, {**base, name: c}) for name in swept for c in values[name]]
+    for name, settings in checks:  # each swept value with the others' settings (rules across fields)
+        try:
+            validate(spec.config, settings, source)
+        except InputError as exc:  # the error names its own key, and the swept value that failed
+            got = settings.get(exc.field) if name is None else settings[name]
+            raise InputError(f"{exc.message}, got {got!r}", path=exc.path, field=exc.field) from None
 
 
 def check_plans(plans: Sequence["PlanConfig"]) -> None:

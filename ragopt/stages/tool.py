@@ -114,7 +114,10 @@ def open_tool(config: ToolConfig, resources: Any = None) -> Any:
         return LangChainTool(target, config.name, fields)
     if not callable(target):
         raise InputError(f"unknown tool {config.tool!r}: not callable", field="tool")
-    return CallableTool(target, config.name, fields)
+    try:
+        return CallableTool(target, config.name, fields)
+    except InputError as exc:  # an untyped parameter: the config key that named the callable
+        raise InputError(exc.message, field="tool") from None
 
 
 def _service(config: ToolConfig, resources: Any) -> Any:
@@ -153,8 +156,9 @@ class CallTool:
     reads = ("query", "hits")
     writes = ("hits",)
 
-    def __init__(self, config: ToolConfig, client: Any, breaker: Any, count: Any):
+    def __init__(self, config: ToolConfig, client: Any, breaker: Any, count: Any, documents: dict[str, str] | None = None):
         self.config, self.client, self.breaker, self.count = config, client, breaker, count
+        self.documents = documents or {}  # doc id -> its text, where the subject may lie outside the chunk retrieved
 
     def identity(self) -> None:  # live data: never remembered (ragopt.memo), so no cache key holds a result
         return None
@@ -166,8 +170,11 @@ class CallTool:
         return any(w.lower() in q for w in self.config.rule_words)
 
     def subject(self, hits: list[Hit]) -> str | None:
+        """The first match in the passages in rank order, else in their documents in rank order."""
         pattern = re.compile(self.config.subject_pattern)
-        return next((m.group(1) for h in sorted(hits, key=lambda h: h.rank) if (m := pattern.search(h.chunk.text))), None)
+        ranked = sorted(hits, key=lambda h: h.rank)
+        texts = [h.chunk.text for h in ranked] + [self.documents.get(h.chunk.doc_id, "") for h in ranked]
+        return next((m.group(1) for text in texts if (m := pattern.search(text))), None)
 
     def run(self, state: RequestState) -> RequestState:
         from ragopt.backends.tools import call_tool
@@ -284,7 +291,11 @@ def _build(config: ToolConfig, ctx: BuildContext) -> list[Any] | None:
                                 lambda: CircuitBreaker(config.name, config.breaker_failures, config.breaker_reset_s))
     counter = ctx.resources.get(("token-counter", "embedder", ctx.plan.embedder.fingerprint()),
                                 lambda: token_counter("embedder", ctx.plan.embedder))
-    call = CallTool(config, client, breaker, lambda text: len(counter.tokenize(text)))
+    documents: dict[str, str] = {}
+    if ctx.index is not None:
+        for chunk in sorted(ctx.index.chunks, key=lambda c: c.start):
+            documents[chunk.doc_id] = documents.get(chunk.doc_id, "") + " " + chunk.text
+    call = CallTool(config, client, breaker, lambda text: len(counter.tokenize(text)), documents)
     return [call, LiveAnswer()] if ctx.plan.generates() else [call]
 
 
