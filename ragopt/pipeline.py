@@ -19,7 +19,7 @@ from typing import Any, Callable, Iterable, Protocol, Sequence, runtime_checkabl
 
 from ragopt.errors import WiringError
 from ragopt.trace import Span, Trace, Usage, now_ms
-from ragopt.types import Answer, Hit, Query
+from ragopt.types import Answer, Hit, Query, Sampling
 
 
 FIELDS = ("query", "query_vector", "candidates", "hits", "prompt", "answer", "route")
@@ -40,6 +40,7 @@ class RequestState:
     deadline: float | None = None  # time.monotonic() value after which work should stop
     arrival: float | None = None  # time.perf_counter() when the request arrived (set by Pipeline.run): TTFT counts from here
     on_token: Callable[[str], None] | None = None  # streaming sink for generators
+    sampling: Sampling | None = None  # the request's own generation options (serve), within the plan's limits
     usage: Usage = field(default_factory=Usage)  # reset by the core before each stage
 
     def remaining_s(self) -> float | None:

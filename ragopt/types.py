@@ -91,6 +91,18 @@ class Turn(BaseModel):
     content: str
 
 
+class Sampling(BaseModel):
+    """What one request asks of the generator (an OpenAI-style request's options), applied within the plan's own
+    settings by `CompletionConfig.for_request`: a lower output budget, never a higher one."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    max_tokens: int | None = Field(None, gt=0)
+    temperature: float | None = Field(None, ge=0, le=2)
+    stop: tuple[str, ...] = ()
+    seed: int | None = None
+
+
 class Query(BaseModel):
     """What the user asked, and who asked it: retrieval only ever sees what `tenant` and `scopes` allow."""
 

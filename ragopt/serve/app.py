@@ -1,5 +1,6 @@
-"""The HTTP face of `RagService` (FastAPI): `/v1/ask`, OpenAI-compatible `/v1/chat/completions`, `/healthz`,
-`/metrics`.
+"""The HTTP face of `RagService` (FastAPI): `/v1/ask`, OpenAI-compatible `/v1/chat/completions` and `/v1/models`
+(ragopt.serve.openai_shape), `/healthz`, `/metrics`. A conversation's earlier turns (`history` on /v1/ask, the
+earlier messages of a chat) reach the plan's rewrite and history stages, as a sweep's follow-up questions do.
 
 Tenant and scopes come only from the API key (`Authorization: Bearer KEY`, mapped in a JSON file); the body
 never names them. Errors: 401 unknown key, 422 malformed body (naming the field), 413 question too long,
@@ -14,7 +15,6 @@ import asyncio
 import hashlib
 import json
 import time
-import uuid
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, AsyncIterator
@@ -26,8 +26,10 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ragopt.errors import InputError
 from ragopt.errors import Refused
+from ragopt.serve.openai_shape import BadRequest, ChatBody, ChatRender, chat_request, models_list
 from ragopt.serve.scheduler import KeyPolicy, TenantPolicy
 from ragopt.serve.service import AskOptions, Principal, RagService, RequestHandle
+from ragopt.types import Turn
 
 # FastAPI is imported at module level (it reads the endpoints' annotations); only `ragopt serve` imports this.
 
@@ -112,20 +114,7 @@ class AskBody(BaseModel):
     personal: bool = Field(False, description="depends on who asks beyond tenant and scopes: never cached")
     realtime: bool = Field(False, description="must be fresh: never cached")
     deadline_s: float | None = Field(None, gt=0, le=3600, description="refused (503) rather than answered later than this")
-
-
-class ChatMessage(BaseModel):
-    role: str
-    content: str
-
-
-class ChatBody(BaseModel):
-    model_config = ConfigDict(extra="allow")  # OpenAI clients send many options; the pipeline decides
-
-    messages: list[ChatMessage] = Field(min_length=1)
-    model: str = "ragopt"
-    stream: bool = False
-    user: str | None = None
+    history: list[Turn] = Field([], description="the conversation before this question, oldest first")
 
 
 def _sse(event: str, data: Any) -> bytes:
@@ -136,43 +125,6 @@ class AskRender:
     whole = staticmethod(lambda out: out)
     token = staticmethod(lambda piece: _sse("token", {"text": piece}))
     done = staticmethod(lambda out: [_sse("done", out)])
-
-
-class ChatRender:
-    """OpenAI chat.completion(.chunk) bodies around an answer."""
-
-    def __init__(self, model: str):
-        self.id = f"chatcmpl-{uuid.uuid4().hex[:16]}"
-        self.model = model
-        self.created = int(time.time())
-
-    def _chunk(self, delta: dict[str, Any], finish: str | None) -> bytes:
-        body = {"id": self.id, "object": "chat.completion.chunk", "created": self.created, "model": self.model,
-                "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
-        return f"data: {json.dumps(body, separators=(',', ':'))}\n\n".encode()
-
-    def token(self, piece: str) -> bytes:
-        return self._chunk({"content": piece}, None)
-
-    @staticmethod
-    def _finish(out: dict[str, Any]) -> str:
-        return "length" if out["trace"].get("finish_reason") in ("length", "deadline") else "stop"
-
-    @staticmethod
-    def _usage(out: dict[str, Any]) -> dict[str, int]:
-        t = out["trace"]
-        return {"prompt_tokens": t["tokens_in"], "completion_tokens": t["tokens_out"], "total_tokens": t["tokens_in"] + t["tokens_out"]}
-
-    def done(self, out: dict[str, Any]) -> list[bytes]:
-        last = json.loads(self._chunk({}, self._finish(out))[6:])
-        last.update({"usage": self._usage(out), "ragopt": {"citations": out["citations"], "trace": out["trace"]}})
-        return [f"data: {json.dumps(last, separators=(',', ':'))}\n\n".encode(), b"data: [DONE]\n\n"]
-
-    def whole(self, out: dict[str, Any]) -> dict[str, Any]:
-        return {"id": self.id, "object": "chat.completion", "created": self.created, "model": self.model,
-                "choices": [{"index": 0, "message": {"role": "assistant", "content": out["answer"]},
-                             "finish_reason": self._finish(out)}],
-                "usage": self._usage(out), "ragopt": {"citations": out["citations"], "trace": out["trace"]}}
 
 
 class _Requests:
@@ -315,6 +267,7 @@ def create_app(service: RagService, keys: dict[str, Principal], max_workers: int
     """`tracing`: a ragopt.observe.served_traces.ServedTraces that exports each answered request's trace (None: no
     export)."""
     app = FastAPI(title="ragopt serve")
+    started = int(time.time())
     pool = ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="ragopt-serve")
     app.router.on_shutdown.append(lambda: pool.shutdown(wait=False, cancel_futures=True))
     requests = _Requests(service, keys, pool, tracing)
@@ -334,16 +287,22 @@ def create_app(service: RagService, keys: dict[str, Principal], max_workers: int
 
     @app.post("/v1/ask")
     async def ask(body: AskBody, request: Request, principal: Principal = Depends(requests.principal_of)) -> Any:
-        return await requests.run(request, principal, body.question, AskOptions(body.personal, body.realtime, body.deadline_s), body.stream,
-                                  "/v1/ask", AskRender)
+        options = AskOptions(body.personal, body.realtime, body.deadline_s, history=body.history)
+        return await requests.run(request, principal, body.question, options, body.stream, "/v1/ask", AskRender)
 
     @app.post("/v1/chat/completions")
     async def chat(body: ChatBody, request: Request, principal: Principal = Depends(requests.principal_of)) -> Any:
-        question = next((m.content for m in reversed(body.messages) if m.role == "user"), None)
-        if not question:
-            return requests.error(422, "messages: needs a user message", "/v1/chat/completions", "invalid", field="messages")
-        return await requests.run(request, principal, question, AskOptions(), body.stream, "/v1/chat/completions",
-                                  ChatRender(body.model))
+        try:
+            chat = chat_request(body)
+        except BadRequest as exc:
+            return requests.error(400, str(exc), "/v1/chat/completions", "invalid", field=exc.field)
+        options = AskOptions(history=chat.history, sampling=chat.sampling)
+        return await requests.run(request, principal, chat.question, options, body.stream, "/v1/chat/completions",
+                                  ChatRender(body.model, chat.include_usage))
+
+    @app.get("/v1/models")
+    async def models(principal: Principal = Depends(requests.principal_of)) -> Any:
+        return models_list(["ragopt"], started)
 
     @app.get("/healthz")
     async def healthz() -> Any:

@@ -27,7 +27,7 @@ from ragopt.serve.guards import (CircuitBreaker, DailyQuota, FallbackChain, Guar
 from ragopt.serve.metrics import ServeMetrics
 from ragopt.serve.scheduler import KeyPolicy, Scheduler, SharedService, TenantPolicy, Ticket, slot_limit
 from ragopt.text.routing import Router
-from ragopt.types import Hit, Query
+from ragopt.types import Hit, Query, Sampling, Turn
 
 
 class PriceTable(StrictModel):
@@ -116,6 +116,18 @@ class AskOptions:
     personal: bool = False
     realtime: bool = False
     deadline_s: float | None = None  # the client's own, at most the service's
+    history: list[Turn] = field(default_factory=list)  # the conversation before the question, oldest first
+    sampling: Sampling | None = None  # the request's generation options (OpenAI's max_tokens, temperature, stop, seed)
+
+    def cache_options(self, generation: bool) -> dict[str, Any] | None:
+        """What besides the question decides a cached value: the conversation (a follow-up is never served another
+        conversation's answer or passages) and, for an answer, the generation options."""
+        options: dict[str, Any] = {}
+        if self.history:
+            options["history"] = [[t.role, " ".join(t.content.split())] for t in self.history]
+        if generation and self.sampling is not None:
+            options["sampling"] = self.sampling.model_dump(mode="json")
+        return options or None
 
 
 @dataclass
@@ -266,27 +278,28 @@ class RagService:
                 on_token(piece)
 
         base = {"tenant": principal.tenant, "route": route, "model": backend.model_id, "kb_version": self.kb_version}
-        cached = self.caches.answers.get(scope, question) if answer_cacheable else None
+        cached = self.caches.answers.get(scope, question, options.cache_options(True)) if answer_cacheable else None
         if cached is not None:
             emit(cached["answer"])
             trace = _trace(base, handle, emitted, cache={"answer": True, "retrieval": None}, saved_tokens=cached.get("tokens", 0),
                            saved_cost=cached.get("cost", 0.0))
             self.metrics.observe(trace, [])
             return {"answer": cached["answer"], "citations": cached["citations"], "trace": trace}
-        state = RequestState(query=Query(text=question, tenant=principal.tenant, scopes=principal.scopes),
-                             deadline=time.monotonic() + min(self.settings.deadline_s, options.deadline_s or self.settings.deadline_s),
-                             on_token=emit, arrival=handle.arrival)
+        query = Query(text=question, tenant=principal.tenant, scopes=principal.scopes, history=options.history)
+        state = RequestState(query=query, on_token=emit, arrival=handle.arrival, sampling=options.sampling,
+                             deadline=time.monotonic() + min(self.settings.deadline_s, options.deadline_s or self.settings.deadline_s))
         handle.state = state
         if handle.cancelled:
             handle.cancel()
-        spans, degraded, retrieval_hit = self._retrieve(state, principal, question, cacheable)
+        spans, degraded, retrieval_hit = self._retrieve(state, principal, question, options.cache_options(False) if cacheable else None,
+                                                        cacheable)
         if self.live is not None:
             live = self.live.run_state(state)
             spans, degraded = spans + live.trace.spans, degraded + live.trace.degraded
         result, waited = self._generate(state, route, ticket, handle)
         spans += result.trace.spans
         degraded += result.trace.degraded
-        trace = self._answer_trace(base, handle, emitted, result, waited, spans, degraded,
+        trace = self._answer_trace(base, handle, emitted, result, waited, spans, degraded, len(options.history),
                                    cache={"answer": False if answer_cacheable else None, "retrieval": retrieval_hit})
         self.metrics.observe(trace, spans)
         if self.quota is not None:
@@ -296,22 +309,23 @@ class RagService:
         text = answer.text if answer else ""
         if answer_cacheable and answer is not None and not degraded and not answer.incomplete:
             self.caches.answers.set(scope, question, {"answer": text, "citations": citations,
-                                                        "tokens": trace["tokens_in"] + trace["tokens_out"], "cost": trace["cost"]})
+                                                        "tokens": trace["tokens_in"] + trace["tokens_out"], "cost": trace["cost"]},
+                                    options.cache_options(True))
         return {"answer": text, "citations": citations, "trace": trace}
 
-    def _retrieve(self, state: RequestState, principal: Principal, question: str,
+    def _retrieve(self, state: RequestState, principal: Principal, question: str, key_options: dict[str, Any] | None,
                   cacheable: bool) -> tuple[list[Any], list[str], bool | None]:
         """The hits, from the retrieval cache or the retrieval steps: (spans, degraded, cache hit or None)."""
         if self.retrieve is None:
             return [], [], None
         retrieval_scope = CacheScope(principal.tenant, principal.scopes, self.retrieval_id, "", self.kb_version)
-        hits = self.caches.retrieval.get(retrieval_scope, question) if cacheable else None
+        hits = self.caches.retrieval.get(retrieval_scope, question, key_options) if cacheable else None
         if hits is not None:
             state.hits = [Hit.model_validate(h) for h in hits]
             return [], [], True
         result = self.retrieve.run_state(state)
         if cacheable and not result.trace.degraded:
-            self.caches.retrieval.set(retrieval_scope, question, [h.model_dump(mode="json") for h in state.hits])
+            self.caches.retrieval.set(retrieval_scope, question, [h.model_dump(mode="json") for h in state.hits], key_options)
         return list(result.trace.spans), list(result.trace.degraded), False if cacheable else None
 
     def _generate(self, state: RequestState, route: str, ticket: Ticket, handle: RequestHandle) -> tuple[Any, float]:
@@ -335,7 +349,7 @@ class RagService:
             self.scheduler.release(ticket, *tokens)
 
     def _answer_trace(self, base: dict[str, Any], handle: RequestHandle, emitted: list[float], result: Any, waited: float,
-                      spans: list[Any], degraded: list[str], cache: dict[str, Any]) -> dict[str, Any]:
+                      spans: list[Any], degraded: list[str], turns: int, cache: dict[str, Any]) -> dict[str, Any]:
         from ragopt.stages.prompt import prompt_fingerprint
 
         answer = result.answer
@@ -357,6 +371,10 @@ class RagService:
             hits=[h.chunk.id for h in result.state.hits],
             prompt={"tokens": len(prompt.tokens), "fingerprint": prompt_fingerprint(prompt)} if prompt is not None else None,
             spans=[s.model_dump(mode="json") for s in spans],
+            history={"turns": turns, "summarized_turns": attrs.get("summarized_turns", 0),
+                     "trimmed_turns": attrs.get("trimmed_history_turns", 0),
+                     "rewritten_query": next((s.usage.attrs["rewritten_query"] for s in spans if "rewritten_query" in s.usage.attrs),
+                                             None)} if turns else None,
         )
 
 
@@ -369,6 +387,7 @@ def _trace(base: dict[str, Any], handle: RequestHandle, emitted: list[float], **
         "prefill_ms": None, "reused_tokens": None, "tokens_in": 0, "tokens_out": 0, "saved_tokens": 0, "cost": 0.0,
         "saved_cost": 0.0, "degraded": [], "timed_out": False, "cancelled": handle.cancelled, "finish_reason": None,
         "generator": None, "hits": None, "prompt": None, "spans": [],
+        "history": None,  # with a conversation: its turns, how many the history stage summarized, the prompt trimmed
     }
     unknown = set(fields) - set(trace)
     if unknown:

@@ -4,10 +4,13 @@ plan's generate settings mean the same, with the same defaults, whichever engine
 
 from __future__ import annotations
 
+from typing import Any, Self
+
 from pydantic import Field, model_validator
 
 from ragopt.config import StrictModel
 from ragopt.stages.prompt import PromptConfig
+from ragopt.types import Sampling
 
 
 class CompletionConfig(StrictModel):
@@ -23,6 +26,20 @@ class CompletionConfig(StrictModel):
         if self.max_tokens >= self.n_ctx:
             raise ValueError(f"max_tokens ({self.max_tokens}) must be smaller than n_ctx ({self.n_ctx}): the prompt needs room")
         return self
+
+    def for_request(self, sampling: Sampling | None) -> Self:
+        """These settings with one request's options: its max_tokens lowers the output budget (never raises it past
+        this config's), its temperature and seed replace these, its stop strings join these."""
+        if sampling is None:
+            return self
+        update: dict[str, Any] = {"stop": tuple(dict.fromkeys((*self.stop, *sampling.stop)))}
+        if sampling.max_tokens is not None:
+            update["max_tokens"] = min(self.max_tokens, sampling.max_tokens)
+        if sampling.temperature is not None:
+            update["temperature"] = sampling.temperature
+        if sampling.seed is not None:
+            update["seed"] = sampling.seed
+        return self.model_copy(update=update)
 
     @property
     def prompt_budget(self) -> int:

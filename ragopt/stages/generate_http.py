@@ -37,7 +37,7 @@ from ragopt.stages.citations import invalid_markers, parse_citations
 from ragopt.stages.completion import CompletionConfig
 from ragopt.stages.prompt import FittedPrompt
 from ragopt.trace import Usage
-from ragopt.types import Answer, Citation
+from ragopt.types import Answer, Citation, Sampling
 
 
 class HttpGeneratorConfig(CompletionConfig):
@@ -159,8 +159,9 @@ class HttpGenerator:
         cfg = self.config
         return BuildPrompt(self.renderer(), cfg.prompt_budget, cfg.prompt, name=name)
 
-    def request_body(self, messages: list[dict[str, str]]) -> dict[str, Any]:
-        cfg = self.config
+    def request_body(self, messages: list[dict[str, str]], sampling: Sampling | None = None) -> dict[str, Any]:
+        """The chat request: this config's settings with the request's own options within them (for_request)."""
+        cfg = self.config.for_request(sampling)
         body: dict[str, Any] = {
             "model": cfg.model_name,
             "messages": messages,
@@ -203,7 +204,8 @@ class HttpGenerator:
         """Sends the messages with `stream: true` and reads the answer piece by piece, passing each to
         `state.on_token`; stops reading once the request's deadline has passed."""
         out = _Streamed()
-        with self.client.stream("POST", "/v1/chat/completions", json=self.request_body(messages), headers=self.headers) as r:
+        body = self.request_body(messages, state.sampling)
+        with self.client.stream("POST", "/v1/chat/completions", json=body, headers=self.headers) as r:
             if r.status_code != 200:
                 r.read()
                 raise BackendError(f"server answered {r.status_code}: {r.text[:200]}")

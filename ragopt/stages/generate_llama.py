@@ -197,7 +197,7 @@ class LlamaGenerator:
             self.resources.close()
 
     def run(self, state: RequestState) -> RequestState:
-        cfg = self.config
+        cfg = self.config.for_request(state.sampling)
         if state.arrival is None:  # run on its own, not through a Pipeline: the request arrives now
             state.arrival = self.clock()
         fitted = state.prompt
@@ -222,7 +222,7 @@ class LlamaGenerator:
             remaining = state.remaining_s()
             if remaining is not None and remaining <= 0:
                 raise QueueTimeout("the deadline passed while waiting for the model")
-            decoded = self._generate(engine, state, fitted, max_tokens)
+            decoded = self._generate(engine, state, fitted, cfg, max_tokens)
         finally:
             engine.lock.release()
 
@@ -260,9 +260,9 @@ class LlamaGenerator:
 
         return LlamaGrammar.from_string(citation_grammar(len(fitted.passages)), verbose=False)
 
-    def _decoder(self, engine: Engine, fitted: FittedPrompt, usage: Any) -> Decoder:
-        """Greedy argmax (with prompt lookup when configured) or llama-cpp-python's sampler chain."""
-        cfg = self.config
+    def _decoder(self, engine: Engine, fitted: FittedPrompt, cfg: GeneratorConfig, usage: Any) -> Decoder:
+        """Greedy argmax (with prompt lookup when configured) or llama-cpp-python's sampler chain, as `cfg` (this
+        request's settings) says."""
         grammar = self._grammar(fitted)
         greedy = cfg.temperature == 0 and cfg.repeat_penalty == 1.0 and grammar is None
         speculative = cfg.speculative if greedy else "off"  # verification reproduces greedy choices only
@@ -274,7 +274,8 @@ class LlamaGenerator:
                                            repeat_penalty=cfg.repeat_penalty, grammar=grammar)
         return Decoder(engine, fitted.tokens, sampler=sampler)
 
-    def _generate(self, engine: Engine, state: RequestState, fitted: FittedPrompt, max_tokens: int) -> StreamedText:
+    def _generate(self, engine: Engine, state: RequestState, fitted: FittedPrompt, cfg: GeneratorConfig,
+                  max_tokens: int) -> StreamedText:
         """Prefill what cannot be reused, then decode; a failure leaves a clean KV for the next request."""
         usage = state.usage
         tokens = fitted.tokens
@@ -291,8 +292,8 @@ class LlamaGenerator:
             start, hot_evaluated = self._reuse(engine, fitted, owner, usage)
             logits = engine.eval_prompt(tokens, start)
             prefill = engine.counters()  # before any decode step: prompt evaluation only
-            decoder = self._decoder(engine, fitted, usage)
-            decoded = self._decode(engine, state, decoder.tokens(logits), max_tokens)
+            decoder = self._decoder(engine, fitted, cfg, usage)
+            decoded = self._decode(engine, state, decoder.tokens(logits), cfg, max_tokens)
         except BaseException:
             engine.truncate(0)  # a failed decode or a failing on_token: start the next request from a clean KV
             raise
@@ -326,9 +327,9 @@ class LlamaGenerator:
             usage.cache_misses += 1
         return max(start, hot_start), hot_evaluated
 
-    def _decode(self, engine: Engine, state: RequestState, tokens: Iterator[int], max_tokens: int) -> StreamedText:
+    def _decode(self, engine: Engine, state: RequestState, tokens: Iterator[int], cfg: GeneratorConfig,
+                max_tokens: int) -> StreamedText:
         """Stream tokens until end of generation, a stop string, a repetition loop, max_tokens or the deadline."""
-        cfg = self.config
         stop = StopFilter(cfg.stop)
         loop = RepetitionStop(cfg.repeat_stop_ngram, cfg.repeat_stop) if cfg.repeat_stop else None
         out = StreamedText()
