@@ -23,7 +23,7 @@ from langchain_core.callbacks import CallbackManagerForRetrieverRun
 from langchain_core.documents import Document as LCDocument
 from langchain_core.retrievers import BaseRetriever
 from langchain_core.runnables import Runnable, RunnableConfig
-from pydantic import ConfigDict, ValidationError, field_validator
+from pydantic import ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from ragopt.errors import InputError
 from ragopt.pipeline import Pipeline, Result, Stage, Step
@@ -80,11 +80,35 @@ def to_query(value: PipelineInput) -> Query:
     raise InputError(f"expected a str, a ragopt Query or a dict, got {type(value).__name__}", field="input")
 
 
+def pipeline_depth(pipeline: Pipeline) -> int | None:
+    """How many hits the pipeline hands on at most: the `k` of its last stage that has one (None: unknown)."""
+    for step in reversed(pipeline.steps):
+        k = getattr(step.stage, "k", None)
+        if isinstance(k, int) and not isinstance(k, bool):
+            return k
+    return None
+
+
+def check_k(k: int, pipeline: Pipeline) -> int:
+    """`k` as a number of documents to return: at least 1, and no deeper than the pipeline retrieves (a k past
+    its depth would silently return fewer); InputError (a ValueError) naming k otherwise."""
+    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+        raise InputError(f"k must be a whole number of at least 1, got {k!r}", field="k")
+    depth = pipeline_depth(pipeline)
+    if depth is not None and k > depth:
+        raise InputError(f"k={k} is deeper than the pipeline retrieves ({depth} hits): build its stages with k >= {k}",
+                         field="k")
+    return k
+
+
 class RagoptRetriever(BaseRetriever):
     """A ragopt retrieval pipeline as a LangChain retriever; every call runs as `tenant` with `scopes`.
 
     `pipeline` is a ragopt `Pipeline` or a list of stages (e.g. `ragopt.plan.retrieval_stages(...)`).
     A pipeline over tenant data refuses a retriever without a tenant (ragopt.errors.TenantRequired).
+    `k` (on the retriever, or per call: `retriever.invoke(query, k=3)`) returns at most k documents; a k below 1
+    or deeper than the pipeline's last stage retrieves is an error naming k (`check_k`). LangChain's standard
+    retriever suite (`langchain-tests`) runs against it in tests/interop/test_langchain_standard.py.
     """
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
@@ -93,7 +117,7 @@ class RagoptRetriever(BaseRetriever):
     tenant: str | None = None
     scopes: tuple[str, ...] = ()
     deadline_s: float | None = None
-    k: int | None = None  # return at most k documents (None: whatever the pipeline returns)
+    k: int | None = Field(None, description="return at most k documents (None: whatever the pipeline returns)")
 
     @field_validator("pipeline", mode="before")
     @classmethod
@@ -105,13 +129,23 @@ class RagoptRetriever(BaseRetriever):
     def _scopes(cls, value: Any) -> tuple[str, ...]:
         return Query(text="", scopes=value).scopes
 
+    @model_validator(mode="after")
+    def _k_fits(self) -> "RagoptRetriever":
+        if self.k is not None:
+            check_k(self.k, self.pipeline)
+        return self
+
     def run(self, text: str) -> Result:
         """The full ragopt result (hits and trace) for one query, as this retriever's tenant."""
         return self.pipeline.run(Query(text=text, tenant=self.tenant, scopes=self.scopes), deadline_s=self.deadline_s)
 
-    def _get_relevant_documents(self, query: str, *, run_manager: CallbackManagerForRetrieverRun) -> list[LCDocument]:
+    def _get_relevant_documents(self, query: str, *, run_manager: CallbackManagerForRetrieverRun,
+                                k: int | None = None) -> list[LCDocument]:
+        """The hits as Documents; `k` (LangChain passes `invoke(query, k=...)` here) overrides the retriever's."""
+        if k is not None:
+            check_k(k, self.pipeline)
         hits = self.run(query).hits
-        return [hit_to_document(h) for h in hits[: self.k]]
+        return [hit_to_document(h) for h in hits[: k if k is not None else self.k]]
 
 
 class PipelineRunnable(Runnable[PipelineInput, PipelineOutput]):
