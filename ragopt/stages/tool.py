@@ -303,4 +303,4 @@ def _ignores(config: ToolConfig) -> set[str]:
     return {"redaction", "prune", "timeout_s"} if config.call == "never" else set()
 
 
-SPEC = StageSpec("tool", ToolConfig, _build, slot="history", check=_check, ignores=_ignores, skippable=True)
+SPEC = StageSpec("tool", ToolConfig, _build, slot="history", check=_check, ignores=_ignores)
