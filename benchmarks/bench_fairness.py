@@ -93,7 +93,7 @@ def serve(args: argparse.Namespace, engine: str, schedule: str, keys: Path, work
            "--schedule", schedule, "--deadline", str(args.deadline), "--queue-timeout", str(args.deadline),
            *(["--serial-prefill"] if args.serial_prefill and schedule == "fair" else []),
            *(["--parallel", str(args.parallel)] if engine == "llama-server" else []), *args.serve_args.split()]
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(ROOT)}
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
     url = f"http://127.0.0.1:{port}"
     with served(cmd, f"{url}/healthz", timeout_s=360, log=workspace / f"serve-{engine}-{schedule}.log", name="ragopt serve",
                 env=env, interval_s=0.2, request_timeout_s=1, grace_s=30):

