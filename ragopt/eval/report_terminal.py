@@ -73,7 +73,7 @@ def columns_by_priority(results: Any, first: Trial) -> tuple[list[Column], list[
     the share of questions routed to the small backend where trials report one, context tokens, p95 latency; the
     others, most wanted first, as the README's table of the main job has them: nDCG@10, citation precision
     beside its floor, p50, recall@10, the other citation precisions and contains-reference beside theirs, the ms
-    each stage adds where stages differ between trials)."""
+    each stage adds where stages differ between trials; a stage a swept setting switches on and off comes first)."""
     pairs = floor_pairs(results.trials)
     gate_metrics = [v.metric for v in results.verdicts.get(first.id, []) if not is_cost(v.metric)]
     wanted = list(dict.fromkeys([quality_metric(results.gates), *gate_metrics]))
@@ -86,12 +86,13 @@ def columns_by_priority(results: Any, first: Trial) -> tuple[list[Column], list[
     routed = [Column("small share", lambda t: _number(t.metrics.get(ROUTED_SMALL_SHARE), 3), 0)] if (
         ROUTED_SMALL_SHARE not in wanted and any(ROUTED_SMALL_SHARE in t.metrics for t in results.trials)) else []
     stages = [_stage(s, n + 3 + len(pairs) + i) for i, s in enumerate(stage_latency_columns(results.trials))]
-    switched = switched_stages(results.trials)  # what a stage the sweep switches on and off adds is a key figure
+    switched = switched_stages(results.trials)  # what a stage the sweep switches on and off adds: the first optional
     always = [*(_metric(m, wanted.index(m)) for m in key), *wanted_cites, *routed, _cost("ctx tok", "context_tokens", 0, n),
-              _cost("p95 ms", "p95_ms", 2, n + 2), *(c for c in stages if c.head.split()[0] in switched)]
+              _cost("p95 ms", "p95_ms", 2, n + 2)]
+    first = [c for c in stages if c.head.split()[0] in switched]
     stages = [c for c in stages if c.head.split()[0] not in switched]
     ndcg, recall = ([_metric(m, more[m])] if m in more else [] for m in ("ndcg@10", "recall@10"))
-    optional = [*ndcg, *other_cites[:1], _cost("p50 ms", "p50_ms", 2, n + 1), *recall, *other_cites[1:], *stages]
+    optional = [*first, *ndcg, *other_cites[:1], _cost("p50 ms", "p50_ms", 2, n + 1), *recall, *other_cites[1:], *stages]
     return always, optional
 
 
