@@ -21,7 +21,7 @@ SHIPPED = shipped_dataset()
 def test_the_generator_reproduces_the_committed_files(tmp_path: Path) -> None:
     subprocess.run([sys.executable, str(REPO / "scripts" / "build_hospital.py"), "--out", str(tmp_path)], check=True,
                    capture_output=True)  # fmt: skip
-    for name in ("corpus.jsonl", "questions.jsonl", "followups.jsonl"):
+    for name in ("corpus.jsonl", "questions.jsonl", "followups.jsonl", "tool_questions.jsonl", "collection_runs.jsonl"):
         fresh, committed = (tmp_path / name).read_bytes(), (SHIPPED / name).read_bytes()
         assert fresh == committed, f"{name} differs from its generator: run `python scripts/build_hospital.py`"
 

@@ -1,27 +1,24 @@
-"""Builds the shipped hospital set's tool questions and the runs the collection-status service serves.
+"""The tool questions of the hospital set, and the runs the collection-status service serves (docs/tools.md).
 
-    python scripts/hospital_tools/build.py [--out FOLDER]   (default: the shipped hospital set's folder)
-
-Writes, beside the set's corpus.jsonl:
+Written beside the set's corpus.jsonl by `python scripts/build_hospital.py`:
 - collection_runs.jsonl: three ingestion runs per (tenant, job) the corpus names ("loaded by JOB"), the latest one
-  failed for about two in three jobs (the reason in Chinese for some of South Hospital's), with the sensitive fields
+  failed for about half the jobs (the reason in Chinese for some of South Hospital's), with the sensitive fields
   a run log carries (patient_id, operator, notes) that redaction must keep out of every prompt, trace and log;
 - tool_questions.jsonl: for up to two field documents per (tenant, job), a question that needs the document (the
   field's data type: `answer`, with its evidence span) and the job's latest run (why it failed, or how many rows it
   loaded: `live_answer`); some in Chinese.
-Templates, failure reasons and names are data (templates.json beside this file); the output is deterministic.
+Templates, failure reasons and names are data (data/tool_questions.json); the output is deterministic.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import random
 import re
 from pathlib import Path
 from typing import Any
 
-HERE = Path(__file__).resolve().parent
+DATA = Path(__file__).resolve().parent / "data"
 JOB = re.compile(r"loaded by ([A-Za-z0-9_]+)")
 TYPE = (re.compile(r"^Type: (.+)$", re.M), re.compile(r"^\| Data type \| (.+?) \|$", re.M))
 SYSTEM = (re.compile(r"^System: ([^,\n]+)", re.M), re.compile(r"^\| System \| ([^,|]+)", re.M))
@@ -84,7 +81,7 @@ def question(doc: dict[str, Any], latest: dict[str, Any], lang: str, n: int, dat
 
 
 def build(folder: Path) -> tuple[int, int]:
-    data = json.loads((HERE / "templates.json").read_text(encoding="utf-8"))
+    data = json.loads((DATA / "tool_questions.json").read_text(encoding="utf-8"))
     corpus = [json.loads(line) for line in (folder / "corpus.jsonl").read_text(encoding="utf-8").splitlines() if line]
     rng = random.Random(SEED)
     runs, questions = [], []
@@ -98,19 +95,3 @@ def build(folder: Path) -> tuple[int, int]:
         with open(folder / name, "w", encoding="utf-8", newline="\n") as f:
             f.writelines(json.dumps(r, ensure_ascii=False) + "\n" for r in rows)
     return len(runs), len(questions)
-
-
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--out", type=Path, default=None, help="the hospital set's folder (default: the shipped one)")
-    args = parser.parse_args()
-    if args.out is None:
-        from ragopt.shipped import shipped_dataset
-
-        args.out = shipped_dataset()
-    n_runs, n_questions = build(args.out)
-    print(f"{args.out}: {n_runs} runs, {n_questions} tool questions")
-
-
-if __name__ == "__main__":
-    main()
