@@ -136,3 +136,22 @@ def test_bad_tool_settings_name_their_key():
     assert "[result_schema]" in _check_error(result_schema='{"type": "object", "properties": ')
     assert "[redact_fields]" in _check_error(result_schema=schema, redact_fields=["patient_id", "ssn"])
     assert "[timeout_s]" in _check_error(timeout_s=0)
+
+
+@pytest.mark.parametrize("target", ["fixtures.live_tools:latest_run", "fixtures.live_tools:latest_run_tool"])
+def test_a_typed_callable_or_a_langchain_tool_named_in_the_config(target: str):
+    from ragopt.stages.tool import open_tool
+
+    settings = {"tool": target, "call": "always", "field_words": {"failure_reason": ["why", "fail"]}}
+    if target.endswith("_tool"):  # a BaseTool declares its input only: the schema says what it returns
+        settings["result_schema"] = json.dumps({"type": "object", "properties": {f: {} for f in
+                                                ("job", "tenant", "status", "failure_reason", "patient_id", "operator", "notes")}})
+    config = ToolConfig(**settings)
+    _check(config, None)
+    client = open_tool(config)
+    steps = [CallTool(config, client, CircuitBreaker(config.name, 3, 60), lambda t: len(t.split())), ExtractiveGenerator(),
+             LiveAnswer()]
+    result = Pipeline(steps, inputs=("query", "hits")).run_state(RequestState(
+        query=Query(text=QUESTION, tenant="north"), hits=[Hit(chunk=DOC, score=1.0, rank=1, retriever="bm25")]))
+    assert "disk full on the staging host" in result.answer.text and "Wilhelmina" not in result.answer.text
+    client.close()
