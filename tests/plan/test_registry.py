@@ -52,10 +52,15 @@ def kind_literals(source: str, kinds: set[str], other_meanings: set[str]) -> lis
 
 
 def _other_meanings(kinds: set[str]) -> set[str]:
+    """Kind names that are also request fields, query fields or chat roles ("tool", an OpenAI message's role)."""
+    from typing import get_args
+
     from ragopt.pipeline import FIELDS
+    from ragopt.serve.openai_shape import ChatMessage
     from ragopt.types import Query
 
-    return kinds & (set(FIELDS) | set(Query.model_fields))
+    roles = set(get_args(ChatMessage.model_fields["role"].annotation))
+    return kinds & (set(FIELDS) | set(Query.model_fields) | roles)
 
 
 def test_the_check_finds_a_kind_named_outside_its_module() -> None:
