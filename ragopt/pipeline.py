@@ -164,10 +164,10 @@ class Pipeline:
         return Result(state=state, trace=trace)
 
     def run_many(self, queries: Iterable[Query], *, progress: bool = True, **kwargs: Any) -> list[Result]:
-        from tqdm import tqdm
+        from ragopt.progress import progress_bar
 
         queries = list(queries)
-        return [self.run(q, **kwargs) for q in tqdm(queries, desc="queries", disable=not progress, leave=False)]
+        return [self.run(q, **kwargs) for q in progress_bar(queries, desc="queries", unit="query", disable=not progress, leave=False)]
 
     def _run_step(self, step: Step, state: RequestState, trace: Trace, t0: float) -> RequestState:
         stage = step.stage

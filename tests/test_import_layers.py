@@ -32,7 +32,7 @@ LAYERS = [
     {"__init__"},  # ragopt/__init__.py: the core re-exported for users, and __version__
     {"documents"},
     {"data", "resources", "cache", "gguf_meta", "pipeline", "text", "workspace"},
-    {"capacity", "trace", "permissions", "shipped"},
+    {"capacity", "trace", "permissions", "shipped", "progress"},
     {"config", "types"},
     {"errors"},
 ]

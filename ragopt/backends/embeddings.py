@@ -264,9 +264,9 @@ class Embedder:
         missing = sorted(missing, key=lambda i: -len(texts[i]))
         batch = self.config.batch_size
         block = max(batch, self.save_every // batch * batch)
-        from tqdm import tqdm
+        from ragopt.progress import progress_bar
 
-        with tqdm(total=len(missing), desc="embedding", unit="text", disable=not progress, leave=False) as bar, self._threads():
+        with progress_bar(total=len(missing), desc="embedding", unit="text", disable=not progress, leave=False) as bar, self._threads():
             for b in range(0, len(missing), block):
                 idx = missing[b : b + block]
                 out = self._embed([texts[i] for i in idx], role)

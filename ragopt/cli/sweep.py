@@ -286,7 +286,7 @@ def run(args: argparse.Namespace) -> int:
     dense = any(map(needs_vectors, config.retrievers))
     warning = language_warning([e.model for e in config.embedder_configs()], (d.text for d in evalset.documents)) if dense else None
     if warning:
-        print(warning, file=sys.stderr)
+        _say(warning, file=sys.stderr)
     outcome = run_sweep(
         evalset, config, workspace, progress=not args.no_progress,
         runs_dir=out / "runs" if args.save_runs else None, remeasure=args.remeasure,
@@ -295,8 +295,8 @@ def run(args: argparse.Namespace) -> int:
     if tracing is not None:
         tracing.shutdown()  # the trials' traces are all queued: send them
     if not config.gates:
-        print("warning: no quality gates, so every trial passes and the cheapest (smallest K) is selected; "
-              "add --gate, e.g. --gate 'recall@10>=0.9'", file=sys.stderr)
+        _say("warning: no quality gates, so every trial passes and the cheapest (smallest K) is selected; "
+             "add --gate, e.g. --gate 'recall@10>=0.9'", file=sys.stderr)
     results = outcome.results
     if report_set is not None:
         confirm(outcome, report_set, workspace, split=report_name, selection_split=config.select_split or "selection",
@@ -318,7 +318,7 @@ def run(args: argparse.Namespace) -> int:
     hidden = [f"  ... {more} more {'trial' if more == 1 else 'trials'} in results.csv"] if more > 0 else []
     for line in [*table_lines(results), *hidden, *judge_lines(results)]:
         print(line)
-    print(f"outputs in {out}: {', '.join(p.name for p in paths.values())}")
+    _say(f"outputs in {out}: {', '.join(p.name for p in paths.values())}")
     if mlflow is not None:
         _observe.log_sweep(mlflow, results, paths)
     return _print_selection(results)

@@ -60,10 +60,10 @@ def load_path(spec: str, on_error: Literal["fail", "skip"], *, progress: bool = 
     loaders = _loaders()
     single = Path(spec).is_file()
     report = LoadReport(documents=[])
-    from tqdm import tqdm
+    from ragopt.progress import progress_bar
 
     logging.getLogger("pypdf").setLevel(logging.ERROR)  # its recoverable-damage warnings would print as noise
-    for path in tqdm(files, desc="reading documents", unit="file", disable=not progress):
+    for path in progress_bar(files, desc="reading documents", unit="file", disable=not progress):
         ext = path.suffix.lower()
         is_corpus = ext == ".jsonl" and (single or path.name == CORPUS_NAME)
         if ext not in loaders or (ext == ".jsonl" and not is_corpus):

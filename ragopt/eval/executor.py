@@ -150,12 +150,12 @@ def run_trial(
 ) -> tuple[list[QueryOutcome], bool]:
     """Every query through `pipeline`; returns the outcomes and whether they were read back from an
     earlier run (then no stage ran). With `cache`, complete outcomes are stored for the next run."""
-    from tqdm import tqdm
+    from ragopt.progress import progress_bar
 
     ident = pipeline_identity(pipeline.steps)
 
     def run(_: list[int]) -> Iterator[tuple[int, list[QueryOutcome]]]:
-        outcomes = [_outcome(q, pipeline.run(q)) for q in tqdm(queries, desc=desc, disable=not progress, leave=False)]
+        outcomes = [_outcome(q, pipeline.run(q)) for q in progress_bar(queries, desc=desc, unit="query", disable=not progress, leave=False)]
         if pipeline.memo is not None:
             pipeline.memo.flush()
         yield 0, outcomes

@@ -131,7 +131,7 @@ def run_on_ray(plans: list[tuple[str, PlanConfig]], runner: Any, config: SweepCo
                progress: bool) -> None:
     """Every trial of the sweep (the grid, or an Optuna sample) as Ray tasks; `record` receives each one in
     the order the local executor would have produced it."""
-    from tqdm import tqdm
+    from ragopt.progress import progress_bar
 
     from ragopt.eval.executor import code_fingerprint
     from ragopt.eval.search import optuna_search
@@ -170,7 +170,7 @@ def run_on_ray(plans: list[tuple[str, PlanConfig]], runner: Any, config: SweepCo
             return trials
 
         if config.search == "grid":
-            with tqdm(total=len(plans), desc=f"trials (ray, {cpus} CPUs)", disable=not progress) as bar:
+            with progress_bar(total=len(plans), desc=f"trials (ray, {cpus} CPUs)", disable=not progress) as bar:
                 run(grid_tasks(plans, cpus), bar)
             return
 

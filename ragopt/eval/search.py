@@ -73,9 +73,9 @@ def optuna_search(plans: list[tuple[str, PlanConfig]], evaluate: Evaluate, gates
     study = optuna.create_study(direction="minimize", sampler=sampler)
     budget = min(max_trials, len(plans))
     attempts = 0
-    from tqdm import tqdm
+    from ragopt.progress import progress_bar
 
-    bar = tqdm(total=budget, desc="trials (optuna)", disable=not progress)
+    bar = progress_bar(total=budget, desc="trials (optuna)", disable=not progress)
     while len(seen) < budget and attempts < 20 * budget:  # proposals of an already-run trial do not count
         asked: list[tuple[Any, str]] = []  # (optuna trial, trial id) awaiting a value
         todo: dict[str, PlanConfig] = {}  # distinct trials to evaluate in this batch

@@ -138,7 +138,7 @@ def run_sweep(
 def _dispatch(plans: list[Any], runner: TrialRunner, config: SweepConfig, names: list[str], keep: set[str], gates: list[Any],
               record: Any, evaluate: Any, *, rankings: bool, progress: bool) -> None:
     """The trials, by the configured executor and search: the grid in order, an Optuna sample, or Ray tasks."""
-    from tqdm import tqdm
+    from ragopt.progress import progress_bar
 
     max_trials = config.max_trials or max(1, len(plans) // 4)
     if config.executor == "ray":  # the same trials as Ray tasks (ragopt.eval.ray_executor)
@@ -146,7 +146,7 @@ def _dispatch(plans: list[Any], runner: TrialRunner, config: SweepConfig, names:
 
         run_on_ray(plans, runner, config, names, keep, gates, record, max_trials=max_trials, rankings=rankings, progress=progress)
     elif config.search == "grid":
-        for tid, plan in tqdm(plans, desc="trials", disable=not progress):
+        for tid, plan in progress_bar(plans, desc="trials", unit="trial", disable=not progress):
             evaluate(tid, plan)
     else:
         optuna_search(plans, evaluate, gates, max_trials=max_trials, seed=config.seed, progress=progress)

@@ -103,7 +103,7 @@ def judge_items(
 ) -> tuple[list[ItemJudgement], JudgeTotals]:
     """Judge every item; refuses (InputError naming --judge-max-calls) before its first call when more new
     calls than `max_calls` are needed."""
-    from tqdm import tqdm
+    from ragopt.progress import progress_bar
 
     requests, sentences = plan_requests(items, metrics)
     flat = [r for rs in requests for r in rs]
@@ -115,7 +115,7 @@ def judge_items(
         if max_calls is not None and len(missing) > max_calls:
             raise InputError(f"{desc}: {len(missing)} new judge calls needed ({distinct - len(missing)} cached), more than the "
                              f"{max_calls} allowed", field="--judge-max-calls")
-        for i in tqdm(missing, desc=desc, unit="verdict", disable=not progress):
+        for i in progress_bar(missing, desc=desc, unit="verdict", disable=not progress):
             verdict = judge.judge(flat[i])
             totals.calls += 1
             totals.tokens += verdict.tokens_in + verdict.tokens_out

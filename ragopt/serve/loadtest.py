@@ -301,11 +301,11 @@ def summarize(spec: LoadSpec, outcomes: Sequence[Outcome], sent: int, send_windo
 
 
 def run(spec: LoadSpec, progress_bar: bool = True) -> dict[str, Any]:
-    """Run the load test (blocking), with a tqdm progress bar on stderr counting finished requests."""
-    from tqdm import tqdm
+    """Run the load test (blocking), with progress on stderr counting finished requests (ragopt.progress)."""
+    from ragopt.progress import progress_bar as bar_for
 
     total = spec.max_requests or (int(spec.rate * spec.duration_s) if spec.rate else None)
-    with tqdm(total=total, desc="requests", unit="req", disable=not progress_bar, leave=False) as bar:
+    with bar_for(total=total, desc="requests", unit="req", disable=not progress_bar, leave=False) as bar:
 
         def tick(o: Outcome) -> None:
             bar.update(1)

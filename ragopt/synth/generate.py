@@ -61,7 +61,7 @@ def candidates(documents: Sequence[Document], generator: Any, config: SynthConfi
 def synthesize(documents: Sequence[Document], config: SynthConfig, workspace: Path, *, name: str = "synth",
                source: str = "", progress: bool = False) -> tuple[EvalSet, dict[str, Any]]:
     """The generated set and its synth.json record."""
-    from tqdm import tqdm
+    from ragopt.progress import progress_bar
 
     from ragopt.index import build_index, make_embedder
 
@@ -81,7 +81,7 @@ def synthesize(documents: Sequence[Document], config: SynthConfig, workspace: Pa
     filters = Filters(config, docs, round_trip)
     kept: list[Candidate] = []
     seen = 0
-    with tqdm(total=config.questions, desc="generating questions", unit="q", disable=not progress) as bar:
+    with progress_bar(total=config.questions, desc="generating questions", unit="q", disable=not progress) as bar:
         for c in candidates(documents, generator, config):
             seen += 1
             if filters.admit(c):

@@ -105,7 +105,7 @@ def train_steps(
     state is restored too, so dropout draws the same masks. `on_step(step)` runs after each step (a test
     uses it to interrupt a run on purpose)."""
     import torch
-    from tqdm import tqdm
+    from ragopt.progress import progress_bar
     from transformers import get_linear_schedule_with_warmup
 
     optimizer = torch.optim.AdamW(module.parameters(), lr=lr)
@@ -122,7 +122,7 @@ def train_steps(
         torch.set_rng_state(state["rng"])
         losses, start = state["losses"], state["step"]
     module.train()
-    bar = tqdm(total=total, initial=start, desc=desc, unit="step", disable=not progress)
+    bar = progress_bar(total=total, initial=start, desc=desc, unit="step", disable=not progress)
     for step in range(start, total):
         loss = step_loss(batches[step])
         loss.backward()

@@ -1,9 +1,15 @@
 """`ragopt sweep --dataset D` without --config takes the shipped config made for D (cmrc-sweep.toml for
-CMRC 2018 dev), and only that one."""
+CMRC 2018 dev), and only that one. `ragopt sweep > log 2>&1` writes plain progress lines: no carriage return,
+no line over 120 columns; --no-progress writes none."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
+
+from fixtures.tiny_corpus import write_beir
 
 from ragopt.shipped import default_config_for, shipped_config
 
@@ -48,3 +54,20 @@ def test_a_long_note_is_wrapped_to_the_terminal(capsys) -> None:  # type: ignore
     out = capsys.readouterr().out
     assert max(map(len, out.splitlines())) <= TABLE_WIDTH
     assert " ".join(out.split()).endswith(f"note: gate recall@5>=0.9 passes only within noise: {message}")
+
+
+def test_a_sweep_into_a_log_file_writes_plain_lines_within_120_columns(tmp_path: Path) -> None:
+    dataset = write_beir(tmp_path / "tiny")
+    env = {**os.environ, "RAGOPT_HOME": str(tmp_path / "ws"), "PYTHONPATH": str(CHECKOUT)}
+    logs = {}
+    for name, extra in (("log", []), ("quiet", ["--no-progress"])):
+        with open(tmp_path / name, "w") as log:  # `ragopt sweep > log 2>&1`
+            done = subprocess.run([sys.executable, "-m", "ragopt", "sweep", "--dataset", str(dataset), "--retrievers", "bm25",
+                                   "--top-k", "3,5", "--out", str(tmp_path / f"{name}-out"), *extra],
+                                  stdout=log, stderr=subprocess.STDOUT, env=env, timeout=600)
+        assert done.returncode == 0
+        logs[name] = (tmp_path / name).read_text()
+    text = logs["log"]
+    assert "\r" not in text and max(len(line) for line in text.splitlines()) <= 120
+    assert any(line.startswith("trials: 2 trials in ") for line in text.splitlines())
+    assert "trials: " not in logs["quiet"] and "\r" not in logs["quiet"]
