@@ -45,10 +45,21 @@ def run_queries(
     return outcomes
 
 
+def trec_id(value: str) -> str:
+    """An id as a TREC run file's whitespace-separated column can hold it: each whitespace character and "%"
+    percent-encoded (UTF-8), everything else as it is ("Nelson Mandela" -> "Nelson%20Mandela";
+    urllib.parse.unquote gives the id back). Ids without whitespace or "%" are unchanged."""
+    from urllib.parse import quote
+
+    return "".join(quote(c, safe="") if c.isspace() or c == "%" else c for c in value)
+
+
 def write_trec(path: str | Path, tag: str, rankings: Iterable[tuple[str, Iterable[tuple[str, float]]]]) -> None:
-    """TREC run format, `qid Q0 docid rank score tag`, from (query id, [(doc id, score), ...] best first)."""
+    """TREC run format, `qid Q0 docid rank score tag`, from (query id, [(doc id, score), ...] best first); ids and
+    the tag go through `trec_id`, so every line has six columns whatever the ids hold."""
     Path(path).parent.mkdir(parents=True, exist_ok=True)
+    tag = trec_id(tag)
     with open(path, "w", encoding="utf-8") as f:
         for qid, docs in rankings:
             for rank, (doc_id, score) in enumerate(docs, start=1):
-                f.write(f"{qid} Q0 {doc_id} {rank} {score:.6f} {tag}\n")
+                f.write(f"{trec_id(qid)} Q0 {trec_id(doc_id)} {rank} {score:.6f} {tag}\n")
