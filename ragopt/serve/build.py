@@ -88,6 +88,14 @@ def _plan_parts(opts: ServeOptions, workspace: Path, resources: Any) -> PlanPart
         if note:
             print(note, file=sys.stderr)
         plan = plan.model_copy(update={"retrieval": retrieval, "embedder": embedder_config})
+    elif opts.saved is None and documents is not None:  # a named retriever: see embedder_for
+        from ragopt.backends.embeddings import embedder_for
+
+        embedder_config, note = embedder_for(plan.retrieval.retriever, plan.embedder, (d.text for d in documents),
+                                             embedder_given=opts.embedder_given)
+        if note:
+            print(note, file=sys.stderr)
+            plan = plan.model_copy(update={"embedder": embedder_config})
     plans, small_max_words = _backend_plans(plan, opts.small_model)
     embedder = make_embedder(workspace, plan.embedder, resources)
     if opts.saved is not None:  # before any index is built or model loaded

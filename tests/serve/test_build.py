@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import httpx
+import pytest
 
 from fixtures.documents import write_knowledge_base
 from fixtures.serving import running_service, served_plan
@@ -48,3 +49,26 @@ def test_an_answer_cached_before_an_edit_is_not_served_after_it(serve_files: dic
     edited = ask()
     assert edited["kb_version"] != first["kb_version"]
     assert edited["trace"]["cache"]["answer"] is False and "96 hours" in edited["answer"]
+
+
+def test_a_named_hybrid_retriever_on_a_chinese_corpus_embeds_with_the_multilingual_model(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str],
+) -> None:
+    """`ragopt serve --retriever hybrid` without --embedder on a mostly Chinese corpus: e5, said in one line."""
+    from contextlib import ExitStack
+
+    from fixtures.tiny_corpus import write_beir
+
+    from ragopt.config import MULTILINGUAL_E5
+    from ragopt.serve.build import build_service
+
+    docs = [{"_id": "city", "title": "上海", "text": "上海是中国的经济中心，位于长江入海口。"},
+            {"_id": "power", "title": "长江电力", "text": "中国长江电力股份有限公司是中国最大的电力上市公司之一。"}]
+    dataset = write_beir(tmp_path / "zh", docs=docs, queries=[{"_id": "q1", "text": "上海在哪里？"}], qrels=[("q1", "city", 1)])
+    opts = ServeOptions(settings=ServeSettings(), plan=served_plan(generator="extractive", retriever="hybrid"), dataset=str(dataset))
+    with ExitStack() as stack:
+        service = build_service(opts, tmp_path / "ws", stack)
+        embed = next(s.stage for s in service.retrieve.steps if hasattr(s.stage, "embedder"))
+        assert embed.embedder.config.model == MULTILINGUAL_E5
+    notes = [line for line in capsys.readouterr().err.splitlines() if MULTILINGUAL_E5 in line]
+    assert len(notes) == 1 and notes[0].startswith("note: --retriever hybrid embeds with")
