@@ -1,6 +1,6 @@
 """`ragopt sweep --dataset D` without --config takes the shipped config made for D (cmrc-sweep.toml for
 CMRC 2018 dev), and only that one. `ragopt sweep > log 2>&1` writes plain progress lines: no carriage return,
-no line over 120 columns; --no-progress writes none."""
+no line over 120 columns; --no-progress writes none; on a terminal, bars as before."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from fixtures.cli import ragopt_stderr_on_a_terminal
 from fixtures.tiny_corpus import write_beir
 
 from ragopt.shipped import default_config_for, shipped_config
@@ -71,3 +72,6 @@ def test_a_sweep_into_a_log_file_writes_plain_lines_within_120_columns(tmp_path:
     assert "\r" not in text and max(len(line) for line in text.splitlines()) <= 120
     assert any(line.startswith("trials: 2 trials in ") for line in text.splitlines())
     assert "trials: " not in logs["quiet"] and "\r" not in logs["quiet"]
+    code, drawn = ragopt_stderr_on_a_terminal("sweep", "--dataset", str(dataset), "--retrievers", "bm25", "--top-k", "3,5",
+                                              "--out", str(tmp_path / "tty-out"), workspace=tmp_path / "ws")
+    assert code == 0 and "trials: 100%|" in drawn and "\r" in drawn  # on a terminal: tqdm's bars, as before
