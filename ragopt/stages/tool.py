@@ -268,6 +268,13 @@ def _check(config: ToolConfig, plan: Plan) -> None:
         raise InputError(f'unknown tool {config.tool!r}: give "http" or "module:attribute"', field="tool")
     if config.tool == "http" and config.url is None and config.service is None:
         raise InputError('tool "http" needs a url or a service', field="url")
+    if config.tool == "http":
+        import importlib.util
+
+        needed = ["httpx"] + (["fastapi", "uvicorn"] if config.service else [])
+        missing = [m for m in needed if importlib.util.find_spec(m) is None]
+        if missing:
+            raise InputError(f"an HTTP tool needs {missing[0]}: pip install 'ragopt[serve]'", field="tool")
     fields = _fields_returned(config)
     if fields is None:
         raise InputError("say what the tool returns: a JSON schema, or a TypedDict/pydantic return annotation",
