@@ -33,6 +33,7 @@ SHARD = "shard"
 IDS = "ids.npy"
 _ID_MASK = (1 << 63) - 1  # ids stay below 2**63: signed 64-bit everywhere
 _BATCH = 1000
+INDEXING_THRESHOLD_KB = 1000
 
 
 def point_ids(chunks: Sequence[Chunk]) -> np.ndarray:
@@ -54,7 +55,9 @@ def shard_config(dim: int, config: StoreConfig) -> Any:
                                     memory=qe.Memory.Cold if quantization is not None else qe.Memory.Cached),
         hnsw_config=qe.HnswIndexConfig(m=config.hnsw_m, ef_construct=config.hnsw_ef_construct, full_scan_threshold=10_000),
         quantization_config=quantization,
-        optimizers=qe.EdgeOptimizersConfig(default_segment_number=1),  # one graph to walk, one thread per query
+        # one graph to walk with one thread per query; a graph from about 650 vectors up (Qdrant's default waits for
+        # 10 MB), so a shard chosen by name is searched through HNSW as a large one is
+        optimizers=qe.EdgeOptimizersConfig(default_segment_number=1, indexing_threshold=INDEXING_THRESHOLD_KB),
         max_search_threads=1,
     )
 

@@ -13,7 +13,7 @@ from ragopt.backends.exact_store import ExactStore
 from ragopt.config import StoreConfig
 from ragopt.types import Chunk, Query
 
-N, DIM = 3000, 32
+N, DIM = 3000, 384  # 4.5 MB of vectors: above the size from which a shard builds its HNSW graph
 
 
 def clustered(n: int, rng: np.random.Generator) -> np.ndarray:
@@ -42,6 +42,7 @@ def test_a_one_percent_tenant_gets_k_of_its_own_hits_as_exact_search_does(tmp_pa
     owners: list[str | None] = ["small" if i % 100 == 7 else ("north" if i % 2 else "south") for i in range(N)]
     chunks = chunks_for(owners)
     edge = build(tmp_path / "edge", chunks, vectors)
+    assert edge._shard.info().indexed_vectors_count == N  # searched through the graph, not a plain scan
     exact = ExactStore(tmp_path / "exact")
     exact.create(DIM)
     exact.upsert(chunks, vectors)
