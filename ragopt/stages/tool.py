@@ -1,6 +1,8 @@
 """The tool stage: live data beside the documents (the seeds' "a tool queries the latest collection status").
 
-After retrieval, a rule over the question (or the config: `call`) decides whether to call the tool. The subject
+After retrieval, a rule over the question (or the config: `call`) decides whether to call the tool: the question
+names the subject area (`rule_words`) and asks for the state now (`live_words`); on the shipped set the rule sends
+all 47 tool questions and none of the 279 documentation questions to the tool. The subject
 comes from the retrieved passages (`subject_pattern`, "loaded by JOB" in the shipped corpus) and the tool is
 called with it and the request's tenant under `timeout_s` (ragopt.backends.tools: one retry on a connection
 error within that budget, a breaker per tool). What it returns is, in this order:
@@ -47,7 +49,8 @@ _DEFAULT_WORDS = {
 class ToolConfig(StrictModel):
     call: Literal["never", "rule", "always"] = knob(
         "rule", sweep=["never", "rule", "always"],
-        description="when to call the tool: never, when the question holds one of rule_words, or always")
+        description="when to call the tool: never, when the question holds one of rule_words and one of live_words, "
+                    "or always")
     tool: str = Field("http", description='"http" (url or service, with a JSON schema) or "module:attribute", a '
                       "callable with typed parameters or a LangChain BaseTool")
     name: str = Field("collection_status", min_length=1, description="the tool's name in traces and passages")
@@ -61,6 +64,9 @@ class ToolConfig(StrictModel):
     rule_words: list[str] = Field(default_factory=lambda: [
         "collection", "collect", "ingest", "load", "run", "status", "fail", "rows",
         "采集", "失败", "加载", "运行", "状态", "入库"])
+    live_words: list[str] = Field(default_factory=lambda: [
+        "last", "latest", "recent", "today", "now", "currently", "最近", "上次", "今天", "目前", "现在"],
+        description="what asks for the state now, not the documented one (a job's schedule is documentation)")
     subject_pattern: str = Field(r"loaded by ([A-Za-z0-9_]+)", description="regex over the passages, in rank order: "
                                  "its first group is the subject the tool is asked about")
     subject_arg: str = Field("job", description="the argument the subject is passed as (the tenant goes as tenant)")
@@ -167,7 +173,8 @@ class CallTool:
         if self.config.call != "rule":
             return self.config.call == "always"
         q = state.query.text.lower()
-        return any(w.lower() in q for w in self.config.rule_words)
+        return (any(w.lower() in q for w in self.config.rule_words)
+                and any(w.lower() in q for w in self.config.live_words))
 
     def subject(self, hits: list[Hit]) -> str | None:
         """The first match in the passages in rank order, else in their documents in rank order."""

@@ -155,3 +155,15 @@ def test_a_typed_callable_or_a_langchain_tool_named_in_the_config(target: str):
         query=Query(text=QUESTION, tenant="north"), hits=[Hit(chunk=DOC, score=1.0, rank=1, retriever="bm25")]))
     assert "disk full on the staging host" in result.answer.text and "Wilhelmina" not in result.answer.text
     client.close()
+
+
+def test_the_rule_sends_every_tool_question_and_no_documentation_question_to_the_tool():
+    from ragopt.shipped import shipped_dataset
+
+    tool = CallTool(ToolConfig(call="rule"), None, None, len)
+
+    def asked(name: str) -> list[bool]:
+        lines = (shipped_dataset() / name).read_text(encoding="utf-8").splitlines()
+        return [tool.wanted(RequestState(query=Query(text=json.loads(line)["question"]))) for line in lines if line]
+
+    assert all(asked("tool_questions.jsonl")) and not any(asked("questions.jsonl") + asked("followups.jsonl"))
