@@ -1,11 +1,11 @@
 """What a tool costs a request, and what its failure costs: request latency with the collection-status service
 healthy, slow (delayed past the tool's timeout) and down (stopped), the real service every time.
 
-    python benchmarks/bench_tool.py [--timeout-s 0.5] [--delay-s 1.5] [--questions 47] [--json]
+    python benchmarks/bench_tool.py [--timeout-s 0.5] [--delay-s 1.5] [--questions 47] [--breaker-failures 3] [--json]
 
 Each scenario answers the shipped hospital set's tool questions through one plan (BM25 over 64-token chunks, K=5,
-the extractive answer, the tool stage with redaction and pruning); the breaker is the stage's own (3 failures
-open it for 5 s). Figures per scenario: p50 / p95 / max of the request's latency and of the tool's span, their
+the extractive answer, the tool stage with redaction and pruning); the breaker is the stage's own (--breaker-failures
+failures in a row open it for 5 s; a large number keeps it closed, so every request meets the failing tool). Figures per scenario: p50 / p95 / max of the request's latency and of the tool's span, their
 ratio to healthy (measured in the same run), the share of answers marked incomplete, the causes the traces name,
 whether every request was answered, and whether every one finished within the timeout + 1 s. One request per
 scenario is asked first and not counted (the tokenizer's loading, the first connection).
@@ -33,6 +33,7 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--timeout-s", type=float, default=0.5, help="the tool's timeout")
     p.add_argument("--delay-s", type=float, default=1.5, help="how long the slow service holds each answer")
     p.add_argument("--questions", type=int, default=47, help="tool questions per scenario (the set has 47)")
+    p.add_argument("--breaker-failures", type=int, default=3, help="failures in a row that open the tool's breaker")
     p.add_argument("--json", action="store_true")
     args = p.parse_args()
     if args.timeout_s <= 0:
@@ -41,6 +42,8 @@ def parse_args() -> argparse.Namespace:
         raise InputError("must exceed --timeout-s (the slow scenario is a service slower than the timeout)", field="--delay-s")
     if args.questions < 1:
         raise InputError("must be >= 1", field="--questions")
+    if args.breaker_failures < 1:
+        raise InputError("must be >= 1", field="--breaker-failures")
     return args
 
 
@@ -53,7 +56,7 @@ def scenario(name: str, url: str, args: argparse.Namespace, documents: list[Any]
     plan = PlanConfig(chunker=ChunkerConfig(mode="tokens", size=64, overlap=16), retrieval=RetrievalConfig(retriever="bm25", top_k=5),
                       stages={"generate": {"generator": "extractive"},
                               "tool": {"call": "always", "url": url, "result_schema": json.dumps(SCHEMA),
-                                       "timeout_s": args.timeout_s}})
+                                       "timeout_s": args.timeout_s, "breaker_failures": args.breaker_failures}})
     with Resources() as resources:
         pipeline, _ = open_plan(plan, documents, workspace, resources=resources, progress=False)
         pipeline.run(queries[0])  # loading the tokenizer and the first connection are not a request's time
@@ -99,11 +102,13 @@ def main() -> None:
     for r in rows:
         r["p50_vs_healthy"] = r["p50_ms"] / base["p50_ms"]
         r["p95_vs_healthy"] = r["p95_ms"] / base["p95_ms"]
-    out = {"timeout_s": args.timeout_s, "delay_s": args.delay_s, "date": time.strftime("%Y-%m-%d"), "scenarios": rows}
+    out = {"timeout_s": args.timeout_s, "delay_s": args.delay_s, "breaker_failures": args.breaker_failures,
+           "date": time.strftime("%Y-%m-%d"), "scenarios": rows}
     if args.json:
         print(json.dumps(out, indent=2, ensure_ascii=False))
         return
-    print(f"tool timeout {args.timeout_s} s, slow service {args.delay_s} s; {len(queries)} tool questions per scenario")
+    print(f"tool timeout {args.timeout_s} s, slow service {args.delay_s} s, breaker opens after {args.breaker_failures} "
+          f"failures; {len(queries)} tool questions per scenario")
     print(f"{'scenario':<9}{'p50 ms':>9}{'p95 ms':>9}{'max ms':>9}{'x p50':>7}{'x p95':>7}{'tool p50/p95':>15}"
           f"{'incompl.':>9}{'answered':>9}  bounded  causes")
     for r in rows:
