@@ -43,6 +43,15 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p.add_argument("--address", metavar="ADDR",
                    help="with --executor ray: the Ray cluster, e.g. ray://HEAD:10001, or auto on a node of one started "
                         "with `ray start` (default: a new local Ray instance)")
+    race = p.add_mutually_exclusive_group()
+    race.add_argument("--race", dest="race", action="store_const", const="on",
+                      help="race trials on growing question subsets, answering only those that can still win "
+                           "(default: on when some trial answers with an LLM; docs/sweep.md)")
+    race.add_argument("--no-race", dest="race", action="store_const", const="off", help="answer every question in every trial")
+    p.add_argument("--race-confidence", type=float, metavar="C", help="how sure a race's drop must be, in (0, 1) (default 0.95)")
+    p.add_argument("--race-schedule", metavar="S1,S2,...",
+                   help="shares of the questions answered by the end of each round, ending at 1 (default 0.1,0.25,0.5,1)")
+    p.add_argument("--race-min-questions", type=int, metavar="N", help="questions a round answers at least (default 20)")
     add_judge_args(p, model_flag="--judge-model")
     _observe.add_mlflow_arg(p)
     _observe.add_trace_args(p)
@@ -67,6 +76,10 @@ def load_config(args: argparse.Namespace):  # type: ignore[no-untyped-def]
             raise InputError("--tolerance needs --baseline", field="--tolerance")
         data["baseline"]["tolerance"] = args.tolerance
     config = _validate_naming_flags(data, source, flags)
+    try:
+        config.races(config.plans())  # --race with nothing to race
+    except InputError as exc:
+        raise InputError(exc.message, field=flags.get("race", "race"), path=None if "race" in flags else source) from None
     if config.executor == "ray":
         from ragopt.eval.ray_executor import require_ray
 
@@ -119,6 +132,7 @@ def _apply_flags(args: argparse.Namespace, data: dict[str, Any]) -> dict[str, st
         if getattr(args, name) is not None:
             data[name] = getattr(args, name)
             flags[name] = "--" + name.replace("_", "-")
+    _apply_race_flags(args, data, flags)
     if args.executor is not None:
         data["executor"], flags["executor"] = args.executor, "--executor"
     if args.address is not None:
@@ -128,6 +142,20 @@ def _apply_flags(args: argparse.Namespace, data: dict[str, Any]) -> dict[str, st
         data["judge"] = {**(data.get("judge") or {}), **judge}
         flags["judge"] = "--judge"
     return flags
+
+
+def _apply_race_flags(args: argparse.Namespace, data: dict[str, Any], flags: dict[str, str]) -> None:
+    from ragopt.errors import InputError
+
+    for name in ("race", "race_confidence", "race_min_questions"):
+        if getattr(args, name) is not None:
+            data[name], flags[name] = getattr(args, name), "--" + name.replace("_", "-")
+    if args.race_schedule is not None:
+        try:
+            data["race_schedule"] = [float(share) for share in _split(args.race_schedule)]
+        except ValueError:
+            raise InputError(f"expected shares such as 0.1,0.25,0.5,1, got {args.race_schedule!r}", field="--race-schedule") from None
+        flags["race_schedule"] = "--race-schedule"
 
 
 def _apply_stage_settings(assignments: list[str], data: dict[str, Any], flags: dict[str, str]) -> None:
@@ -268,6 +296,7 @@ def run(args: argparse.Namespace) -> int:
 
     from ragopt.config import needs_vectors
     from ragopt.eval.bootstrap import compare_to_baseline
+    from ragopt.eval.race import race_lines
     from ragopt.eval.report import write_outputs
     from ragopt.eval.report_terminal import TABLE_ROWS, table_lines
     from ragopt.eval.results import SweepResults
@@ -316,7 +345,7 @@ def run(args: argparse.Namespace) -> int:
     print(f"gates: {', '.join(results.gates) or '(none)'}")
     more = len(results.trials) - TABLE_ROWS
     hidden = [f"  ... {more} more {'trial' if more == 1 else 'trials'} in results.csv"] if more > 0 else []
-    for line in [*table_lines(results), *hidden, *judge_lines(results)]:
+    for line in [*table_lines(results), *hidden, *judge_lines(results), *(race_lines(results.race) if results.race else [])]:
         print(line)
     _say(f"outputs in {out}: {', '.join(p.name for p in paths.values())}")
     if mlflow is not None:

@@ -150,19 +150,21 @@ def rank_trials(
     if verdicts is None:
         verdicts = {t.id: evaluate_gates(t, gates) for t in trials}
     quality = quality_metric(gates)
-    return sorted(
+    return sorted(  # a trial a race dropped last: its answer figures cover only the questions it answered
         trials,
-        key=lambda t: (not all(v.passed for v in verdicts.get(t.id, [])), objective_key(t, quality)),
+        key=lambda t: (t.dropped, not all(v.passed for v in verdicts.get(t.id, [])), objective_key(t, quality)),
     )
 
 
 def select(
     trials: Sequence[Trial], gates: Sequence[GateLike]
 ) -> tuple[Trial | None, dict[str, list[str]]]:
-    """The cheapest trial passing every gate (None if none does), and for each failing trial why it failed."""
+    """The cheapest trial passing every gate (None if none does), and for each failing trial why it failed. A trial
+    a race dropped is never selected (its reason is the race's)."""
     parsed = parse_gates(gates)
     verdicts = {t.id: evaluate_gates(t, parsed) for t in trials}
     reasons = {tid: [v.message for v in vs if not v.passed] for tid, vs in verdicts.items()}
+    reasons.update({t.id: [f"dropped by the race in round {t.race.round}: {t.race.reason}"] for t in trials if t.race and t.dropped})
     reasons = {tid: msgs for tid, msgs in reasons.items() if msgs}
     passing = [t for t in trials if t.id not in reasons]
     quality = quality_metric(parsed)

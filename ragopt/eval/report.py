@@ -41,7 +41,8 @@ def csv_rows(results: SweepResults) -> tuple[list[str], list[dict[str, Any]]]:
             if k not in costs:
                 costs.append(k)
     metrics.sort(key=_metric_sort_key)
-    header = ["rank", "id", "selected", "passed", "failed_gates", *params, *metrics, *costs]
+    raced = ["race_status", "race_round", "answered_questions", "race_reason"] if results.race else []
+    header = ["rank", "id", "selected", "passed", "failed_gates", *raced, *params, *metrics, *costs]
     rows = []
     for rank, t in enumerate(trials, start=1):
         row: dict[str, Any] = {
@@ -51,6 +52,9 @@ def csv_rows(results: SweepResults) -> tuple[list[str], list[dict[str, Any]]]:
             "passed": _passed(results, t),
             "failed_gates": "; ".join(v.message for v in _verdicts(results, t) if not v.passed),
         }
+        if t.race is not None:
+            row.update(race_status=t.race.status, race_round=t.race.round, answered_questions=t.race.answered,
+                       race_reason=t.race.reason)
         row.update(t.params.model_dump())
         row.update(t.metrics)
         row.update(t.costs.model_dump())

@@ -101,7 +101,16 @@ def _verdicts(results: SweepResults, t: Trial) -> list[GateVerdict]:
 
 
 def _passed(results: SweepResults, t: Trial) -> bool:
-    return all(v.passed for v in _verdicts(results, t))
+    return not t.dropped and all(v.passed for v in _verdicts(results, t))
+
+
+def race_note(t: Trial) -> str | None:
+    """Why and when a race dropped `t`, and on how many questions its answer figures are (None: not dropped)."""
+    if not t.dropped:
+        return None
+    when = "by screening, never answered" if t.race.round == 0 else (
+        f"in round {t.race.round}, answer figures on {t.race.answered} of {t.race.questions} questions")
+    return f"dropped {when}: {t.race.reason}"
 
 
 def _ranked(results: SweepResults) -> list[Trial]:

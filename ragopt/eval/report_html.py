@@ -15,7 +15,8 @@ from ragopt.eval.gates import fmt
 from ragopt.eval.report_common import (
     _COST_LABELS, BELOW_FLOOR, STAGE_PERCENTILES, Latencies, _chunker_order, _fmt_value, _md_params, _passed, _ranked,
     _retriever_label, _table_columns, _verdicts, FLOORS_TEXT, beats_floor, floor_pairs, floor_label, closest_trial,
-    fmt_interval, held_out_rows, judge_cost_text, judged_trials, noisy_gates, plot_metric, stage_latency_columns, stage_ms, with_floor,
+    fmt_interval, held_out_rows, judge_cost_text, judged_trials, noisy_gates, plot_metric, race_note, stage_latency_columns,
+    stage_ms, with_floor,
 )
 from ragopt.eval.report_plots import plot_latency_histogram, plot_quality_vs_cost, plot_recall_curves
 from ragopt.eval.results import ROUTED_SMALL_SHARE, BaselineComparison, GateVerdict, HeldOut, SweepResults, Trial, measured
@@ -131,7 +132,9 @@ def _trials_table(results: SweepResults, ranked: Sequence[Trial]) -> str:
         gate_cell = ("<span class='pass'>pass</span>" if not failed else
                      "<span class='why'>" + "<br>".join(_e(_short_verdict(v)) for v in failed) + "</span>")
         noisy = noisy_gates(results, t)
-        if noisy:
+        if t.dropped:
+            gate_cell = f"<span class='why'>{_e(race_note(t))}</span>"
+        elif noisy:
             gate_cell += f" {_NOISE} <span class='why'>{_e(', '.join(v.metric for v in noisy))}</span>"
         cells = [
             f"<td class='n'>{rank}</td>", f"<td class='id'>{_e(t.id)}</td>", f"<td>{_e(t.params.chunker)}</td>",

@@ -8,7 +8,7 @@ from ragopt.eval.gates import fmt, is_cost, parse_gates, quality_metric
 from ragopt.eval.report_common import (
     _COST_LABELS, BELOW_FLOOR, STAGE_PERCENTILES, _extra_params, _fmt_value, _md_params, _passed, _ranked,
     _retriever_label, _verdicts, FLOORS_TEXT, beats_floor, floor_pairs, floor_label, closest_trial, fmt_interval,
-    held_out_rows, judge_cost_text, judged_trials, noisy_gates, stage_latency_columns, stage_ms, with_floor,
+    held_out_rows, judge_cost_text, judged_trials, noisy_gates, race_note, stage_latency_columns, stage_ms, with_floor,
 )
 from ragopt.eval.results import ROUTED_SMALL_SHARE, BaselineComparison, HeldOut, SweepResults, Trial, measured
 
@@ -51,6 +51,10 @@ def render_summary(results: SweepResults) -> str:
     out += _md_judged(results)
     if results.baseline is not None:
         out += _md_baseline(results.baseline)
+    if results.race is not None:
+        from ragopt.eval.race import race_lines
+
+        out += ["## The race", "", *(f"- {line.strip()}" for line in race_lines(results.race)), ""]
     out += _md_trials(results, ranked, pairs)
     out += _md_failures(results, ranked)
     return "\n".join(out)
@@ -147,7 +151,9 @@ def _md_trials(results: SweepResults, ranked: list[Trial], pairs: list[tuple[str
         noisy = [v.gate for v in noisy_gates(results, t)]
         name = f"**{t.id}**" if t.id == results.selected else t.id
         gates = "pass" if not failed else "fails " + ", ".join(f"`{g}`" for g in failed)
-        if noisy:
+        if t.dropped:
+            gates = race_note(t)
+        elif noisy:
             gates += f" ({WITHIN_NOISE}: {', '.join(f'`{g}`' for g in noisy)})"
         cells = [
             str(rank), name, t.params.chunker, _retriever_label(t.params), str(t.params.top_k),
@@ -168,7 +174,7 @@ def _md_failures(results: SweepResults, ranked: list[Trial]) -> list[str]:
         return []
     out = ["## Why the other trials failed", ""]
     for t in failing:
-        msgs = "; ".join(v.message for v in _verdicts(results, t) if not v.passed)
+        msgs = race_note(t) or "; ".join(v.message for v in _verdicts(results, t) if not v.passed)
         out.append(f"- `{t.id}`: {_md_escape(msgs)}")
     return out + [""]
 

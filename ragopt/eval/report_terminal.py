@@ -116,7 +116,8 @@ def table_lines(results: Any, rows: int = TABLE_ROWS, width: int = TABLE_WIDTH) 
     head = "".join(f"{c.head:>{c.width}}" for c in chosen)
     lines = [f"{'':{_MARK}}{'trial':<{idw}}" + ("" if stacked else head)] + ([f"{'':{_MARK}}{head}"] if stacked else [])
     for t in shown:
-        ok = "*" if t.id == results.selected else ("+" if all(v.passed for v in results.verdicts.get(t.id, [])) else " ")
+        ok = "*" if t.id == results.selected else "-" if t.dropped else (
+            "+" if all(v.passed for v in results.verdicts.get(t.id, [])) else " ")
         cells = "".join(f"{c.cell(t):>{c.width}}" for c in chosen)
         lines += [f"  {ok} {t.id}", f"{'':{_MARK}}{cells}"] if stacked else [f"  {ok} {t.id:<{idw}}{cells}"]
     return lines + [line for note in _notes(shown, chosen, optional)
@@ -125,6 +126,9 @@ def table_lines(results: Any, rows: int = TABLE_ROWS, width: int = TABLE_WIDTH) 
 
 def _notes(shown: list[Trial], chosen: list[Column], optional: list[Column]) -> list[str]:
     notes = []
+    if any(t.dropped for t in shown):
+        notes.append("- dropped by the race: answer figures over the questions it answered only (results.csv, "
+                     "summary.md say when and why)")
     if any(c.kind == "citation" and "!" in c.cell(t) for c in chosen for t in shown):
         notes.append("! not above its floor beyond noise (the 95% paired bootstrap interval of the difference does not lie "
                      "above zero); citation precision's floor is always citing [1], contains-reference's the top "

@@ -119,6 +119,51 @@ class Interval(_Model):
     high: float
 
 
+class Generations(_Model):
+    """What a sweep's answers cost: answers made (a trial's answer to a question, however obtained), generator calls
+    made by this run (the rest were remembered from the same passages or read back from an earlier run), tokens."""
+
+    answers: int = 0
+    generated: int = 0
+    tokens_in: int = 0
+    tokens_out: int = 0
+
+    def plus(self, other: "Generations") -> "Generations":
+        return Generations(**{name: getattr(self, name) + getattr(other, name) for name in Generations.model_fields})
+
+
+class RaceInfo(_Model):
+    """A raced trial: how far it got. A dropped trial's answer figures are over the questions it answered only."""
+
+    status: Literal["dropped", "measured"] = Field(description="measured: answered every question, as the grid does")
+    round: int = Field(description="the round it was dropped in or last answered in; 0: screening (never answered)")
+    reason: str = ""
+    answered: int = Field(description="questions answered: the answer figures and their intervals are over these")
+    questions: int = Field(description="questions in the set: retrieval figures and context tokens are over all of them")
+
+
+class RaceRound(_Model):
+    round: int
+    questions: int = Field(description="questions answered by the end of the round")
+    racing: int = Field(description="trials that answered in the round")
+    dropped: list[str] = Field(default_factory=list)
+    generated: int = Field(description="generator calls made so far")
+
+
+class RaceSummary(_Model):
+    """How the race ran (ragopt.eval.race): its knobs, its rounds, and what it cost against the full grid."""
+
+    confidence: float
+    schedule: list[float]
+    min_questions: int
+    seed: int
+    round_sizes: list[int]
+    screened_out: list[str] = Field(default_factory=list, description="trials dropped by screening, never answered")
+    rounds: list[RaceRound] = Field(default_factory=list)
+    grid_answers: int = Field(description="answers the full grid makes: trials x questions")
+    generations: Generations = Field(default_factory=Generations)
+
+
 class Trial(_Model):
     id: str
     params: TrialParams
@@ -128,12 +173,14 @@ class Trial(_Model):
         default_factory=dict, description="metric -> one value per query, aligned with SweepResults.query_ids"
     )
     intervals: dict[str, Interval] = Field(
-        default_factory=dict, description="judged metrics: 95% bootstrap interval of the mean over queries")
+        default_factory=dict, description="judged metrics, and in a raced sweep the answer metrics: bootstrap interval "
+                                          "of the mean over the queries measured")
     unsupported: dict[str, list[str]] = Field(
         default_factory=dict, description="query id -> the answer sentences the judge found unsupported by their passages")
     plan: dict[str, Any] | None = Field(None, description="the PlanConfig the trial ran, trained models as their folders: "
                                                           "`ragopt serve --from` rebuilds it")
     models: dict[str, ModelInfo] = Field(default_factory=dict, description="embedder, rerank, generator: by file fingerprint")
+    race: RaceInfo | None = Field(None, description="in a raced sweep: whether the trial was dropped, when and why")
 
     @field_validator("metrics", mode="before")
     @classmethod
@@ -144,6 +191,11 @@ class Trial(_Model):
     @classmethod
     def _per_query_nan(cls, v: Any) -> Any:
         return {k: [_nan_to_none(x) for x in xs] for k, xs in v.items()} if isinstance(v, dict) else v
+
+    @property
+    def dropped(self) -> bool:
+        """A race dropped it: its answer figures are over the questions it answered, not all."""
+        return self.race is not None and self.race.status == "dropped"
 
     def values(self) -> dict[str, Any]:
         """Metrics and costs in one flat dict: what gates are evaluated against."""
@@ -222,6 +274,8 @@ class SweepResults(_Model):
     query_ids: list[str] = Field(default_factory=list)
     baseline: BaselineComparison | None = None
     held_out: HeldOut | None = None
+    generations: Generations | None = Field(None, description="what answering cost this run (None: nothing answered)")
+    race: RaceSummary | None = Field(None, description="a raced sweep (ragopt sweep --race): its rounds and savings")
 
     @model_validator(mode="after")
     def _consistent(self) -> "SweepResults":

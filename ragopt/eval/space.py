@@ -79,6 +79,13 @@ class SweepConfig(StrictModel):
     executor: Literal["local", "ray"] = Field(
         "local", description="local (this process) or ray (trials as Ray tasks; the workspace must be shared)")
     ray_address: str | None = Field(None, description="executor ray: the cluster's address (default: a local Ray instance)")
+    race: Literal["auto", "on", "off"] = Field(
+        "auto", description="race trials on growing question subsets, dropping those that cannot win (ragopt.eval.race); "
+                            "auto: when some trial answers with an LLM")
+    race_confidence: float = Field(0.95, gt=0, lt=1, description="race: how sure a drop must be (bootstrap interval)")
+    race_schedule: list[float] = Field(default_factory=lambda: [0.1, 0.25, 0.5, 1.0],
+                                       description="race: the share of questions answered by the end of each round")
+    race_min_questions: int = Field(20, gt=0, description="race: questions a round answers at least (or all)")
     select_split: str | None = Field(None, description="select on this split ...")
     report_split: str | None = Field(None, description="... and report the selected trial on this one")
     holdout: float | None = Field(None, gt=0, lt=1, description="no splits: hold this share of queries out (seeded)")
@@ -102,6 +109,14 @@ class SweepConfig(StrictModel):
     def _address_needs_ray(cls, v: str | None, info: Any) -> str | None:
         if v is not None and info.data.get("executor") != "ray":
             raise ValueError('a Ray address needs executor "ray" (--executor ray)')
+        return v
+
+    @field_validator("race_schedule")
+    @classmethod
+    def _race_schedule(cls, v: list[float]) -> list[float]:
+        if not v or any(not 0 < share <= 1 for share in v) or any(b <= a for a, b in zip(v, v[1:])) or v[-1] != 1:
+            raise ValueError("the race schedule must be increasing shares in (0, 1] ending at 1 (every question), "
+                             f"e.g. 0.1,0.25,0.5,1; got {','.join(f'{x:g}' for x in v) or 'nothing'}")
         return v
 
     @field_validator("alphas")
@@ -253,6 +268,19 @@ class SweepConfig(StrictModel):
         """Every K a metric is reported at: the top_k values, 10, and any K a gate names."""
         gate_ks = {int(k) for g in self.gates for k in re.findall(r"@(\d+)", g)}
         return sorted(set(self.top_k) | {10} | gate_ks)
+
+    def races(self, plans: list[tuple[str, PlanConfig]]) -> bool:
+        """Whether this sweep races its trials: asked to, or by default when some trial answers with an LLM.
+        Asked to with nothing to race (no answers, or one trial) is an InputError naming `race`."""
+        if self.race == "off":
+            return False
+        llm = any(plan.routing() not in (None, "small") for _, plan in plans)
+        if self.race == "auto":
+            return llm and len(plans) > 1
+        if not self.answers_on() or len(plans) < 2:
+            raise InputError("nothing to race: " + ("no trial answers questions (set answers or [stages.generate])"
+                             if not self.answers_on() else "the sweep has one trial"), field="race")
+        return True
 
     def answers_on(self) -> bool:
         return self.stage_values().get(kind_in_slot(GENERATE_SLOT), {}).get("generator", "none") not in ("none", ["none"])

@@ -21,8 +21,9 @@ from ragopt.data import EvalSet, generated_note
 from ragopt.errors import InputError
 from ragopt.eval.gates import check_known, evaluate_gates, objective_for, select
 from ragopt.eval.judged import SweepJudge
-from ragopt.eval.results import COST_NAMES, DatasetInfo, ModelInfo, SweepResults, Trial, Versions
+from ragopt.eval.results import COST_NAMES, DatasetInfo, Generations, ModelInfo, SweepResults, Trial, Versions
 from ragopt.eval.runner import best_per_doc, write_trec
+from ragopt.eval.race import fresh_generations
 from ragopt.eval.search import optuna_search
 from ragopt.eval.space import BaselineConfig, SweepConfig  # noqa: F401  (re-exported: the sweep's config lives here too)
 from ragopt.eval.trials import TrialRunner, score_trial
@@ -30,6 +31,8 @@ from ragopt.plan import PlanConfig, check_plans
 from ragopt.train.resolve import resolve_trained_models
 
 PER_QUERY_ALWAYS = ("ndcg@10", "recall@10")
+# kept per query where the sweep answers: what a race's pick is compared with the grid's on
+PER_QUERY_ANSWERS = ("citation_precision", "answer_contains_reference")
 
 
 @dataclass
@@ -71,6 +74,7 @@ def _check_before_work(evalset: EvalSet, config: SweepConfig, progress: bool) ->
         from ragopt.eval.ray_executor import require_ray
 
         require_ray()
+    config.races(config.plans())  # --race with nothing to race: before any work
     return names, gates, judge
 
 
@@ -97,6 +101,7 @@ def run_sweep(
     config = resolve_trained_models(config, workspace, progress=progress)  # trains what the workspace lacks
     plans = config.plans()
     keep = set(PER_QUERY_ALWAYS) | {g.metric for g in gates if g.metric in names} | set(config.baseline.metrics if config.baseline and config.baseline.metrics else [])
+    keep |= {n for n in PER_QUERY_ANSWERS if n in names}
     own_resources = resources is None
     resources = resources or Resources()
     runner = TrialRunner(evalset, config, workspace, resources, progress=progress, remeasure=remeasure)
@@ -105,6 +110,7 @@ def run_sweep(
     trials: list[Trial] = []
     latencies: dict[str, list[float]] = {}
     ran: dict[str, PlanConfig] = {}
+    generations = [Generations()]
 
     def record(tid: str, plan: PlanConfig, trial: Trial, ms: list[float], rankings: Any) -> Trial:
         trials.append(trial)
@@ -116,14 +122,20 @@ def run_sweep(
 
     def evaluate(tid: str, plan: PlanConfig) -> Trial:
         outcomes, index = runner.run(plan, queries, tid)
+        generations[0] = generations[0].plus(fresh_generations(outcomes))
         trial = score_trial(tid, plan, outcomes, index, evalset, config, names, keep, runner.cache, runner.judge)
         if on_trial is not None:
             on_trial(trial, outcomes)
         return record(tid, plan, trial, [o.ms for o in outcomes], (
             (o.query_id, best_per_doc((doc, score) for _, doc, _, _, score in o.ranking)) for o in outcomes))
 
+    summary = None
     try:
-        _dispatch(plans, runner, config, names, keep, gates, record, evaluate, rankings=runs_dir is not None, progress=progress)
+        if config.races(plans):
+            summary = _race(plans, runner, config, names, keep, gates, record, on_trial, progress)
+            generations[0] = summary.generations
+        else:
+            _dispatch(plans, runner, config, names, keep, gates, record, evaluate, rankings=runs_dir is not None, progress=progress)
     finally:
         runner.close()
         if judge is not None:
@@ -132,6 +144,8 @@ def run_sweep(
             resources.close()
     selected, reasons = select(trials, gates)
     results = _results(evalset, requested, config, runner.embedder(plans[0][1]), gates, trials, selected)
+    results.generations = generations[0] if config.answers_on() else None
+    results.race = summary
     return SweepOutcome(results, latencies, reasons, time.perf_counter() - t_start, ran, config)
 
 
@@ -150,6 +164,37 @@ def _dispatch(plans: list[Any], runner: TrialRunner, config: SweepConfig, names:
             evaluate(tid, plan)
     else:
         optuna_search(plans, evaluate, gates, max_trials=max_trials, seed=config.seed, progress=progress)
+
+
+def _race(plans: list[Any], runner: TrialRunner, config: SweepConfig, names: list[str], keep: set[str], gates: list[Any],
+          record: Any, on_trial: Any, progress: bool) -> Any:
+    """The trials raced on questions (ragopt.eval.race) by the local executor; each recorded in plan order."""
+    from ragopt.eval.race import MEASURED, RaceContext, dropped_trial, measured_trial, race
+    from ragopt.stages.spec import PROMPT_SLOT
+
+    queries = [q.query for q in runner.evalset.queries]
+    query_ids = [q.id for q in queries]
+    ctx = RaceContext(gates=gates, n_questions=len(queries), confidence=config.race_confidence, seed=config.seed)
+
+    def score(tid: str, plan: PlanConfig, outcomes: list[Any], index: Any, over: list[str]) -> Trial:
+        return score_trial(tid, plan, outcomes, index, runner.evalset, config, over, set(over), runner.cache, runner.judge)
+
+    standings, summary = race(
+        plans, queries, ctx, config, names,
+        screen=lambda tid, plan: runner.run(plan, queries, f"{tid} (screening)", last_slot=PROMPT_SLOT),
+        run_batch=lambda items: [runner.run(s.plan, qs, s.tid)[0] for s, qs in items], score=score, progress=progress)
+    for s in standings:
+        answered = [s.answered[qid] for qid in query_ids if qid in s.answered]
+        if s.status == MEASURED:
+            full = score_trial(s.tid, s.plan, answered, s.index, runner.evalset, config, names, keep, runner.cache, runner.judge)
+            trial = measured_trial(s, full, ctx)
+        else:
+            trial = dropped_trial(s, ctx, query_ids, keep)
+        if on_trial is not None:
+            on_trial(trial, answered)
+        record(s.tid, s.plan, trial, [o.ms for o in answered], (
+            (o.query_id, best_per_doc((doc, score) for _, doc, _, _, score in o.ranking)) for o in s.screen_outcomes))
+    return summary
 
 
 def _results(evalset: EvalSet, requested: SweepConfig, config: SweepConfig, embedder: Any, gates: list[Any],

@@ -76,12 +76,13 @@ class TrialRunner:
             self._indexes[key] = report.index
         return self._indexes[key]
 
-    def run(self, plan: PlanConfig, queries: list[Any], desc: str) -> tuple[list[QueryOutcome], Any]:
-        """The plan's outcomes on `queries`, and the index it ran over."""
+    def run(self, plan: PlanConfig, queries: list[Any], desc: str, last_slot: str | None = None) -> tuple[list[QueryOutcome], Any]:
+        """The plan's outcomes on `queries` (its stages up to `last_slot` when given), and the index it ran over."""
         from ragopt.plan import pipeline_for
 
         index = self.index(plan)
-        pipeline = pipeline_for(plan, index, self.embedder(plan), self.workspace, resources=self.resources, memo=self.memo)
+        pipeline = pipeline_for(plan, index, self.embedder(plan), self.workspace, resources=self.resources, memo=self.memo,
+                                last_slot=last_slot)
         outcomes, _ = run_trial(pipeline, queries, cache=self.cache, context=self.context,
                                      progress=self.progress, desc=desc)
         return outcomes, index

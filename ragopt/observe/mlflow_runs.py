@@ -99,7 +99,12 @@ def trial_metrics(trial: Trial) -> dict[str, float]:
 def trial_tags(results: SweepResults, trial: Trial) -> dict[str, str]:
     verdicts = results.verdicts.get(trial.id, [])
     tags = {"ragopt.selected": str(trial.id == results.selected).lower(),
-            "ragopt.passed": str(all(v.passed for v in verdicts)).lower()}
+            "ragopt.passed": str(not trial.dropped and all(v.passed for v in verdicts)).lower()}
+    if trial.race is not None:  # a raced sweep: a dropped trial's answer figures cover only the questions it answered
+        tags.update({"ragopt.race": trial.race.status, "ragopt.race.round": str(trial.race.round),
+                     "ragopt.race.answered": f"{trial.race.answered} of {trial.race.questions}"})
+        if trial.dropped:
+            tags["ragopt.race.reason"] = trial.race.reason[:5000]
     tags.update({f"ragopt.gate.{i}": f"{'pass' if v.passed else 'FAIL'}: {v.message}" for i, v in enumerate(verdicts)})
     return tags
 

@@ -60,12 +60,14 @@ def steps_by_slot(plan: PlanConfig, index: Index | None, embedder: Embedder, wor
 
 
 def pipeline_for(plan: PlanConfig, index: Index | None, embedder: Embedder, workspace: Path, *, resources: Any = None,
-                 memo: Any = None, cache_queries: bool = False) -> Pipeline:
+                 memo: Any = None, cache_queries: bool = False, last_slot: str | None = None) -> Pipeline:
     """The one way a plan becomes a pipeline (eval, sweep, ask, serve and the LangChain adapter all come here):
-    the plan's retrieval stages over `index`, then its optional stages in slot order. Without an index the
-    generator gets no passages: the request's empty hit list is its input."""
+    the plan's retrieval stages over `index`, then its optional stages in slot order (up to `last_slot` when
+    given: a race screens trials up to their prompt, with no answer). Without an index the generator gets no
+    passages: the request's empty hit list is its input."""
     by_slot = steps_by_slot(plan, index, embedder, workspace, resources=resources, cache_queries=cache_queries)
-    steps = [step for slot in SLOTS for step in by_slot[slot]]
+    slots = SLOTS if last_slot is None else SLOTS[: SLOTS.index(last_slot) + 1]
+    steps = [step for slot in slots for step in by_slot[slot]]
     return Pipeline(steps, memo=memo) if index is not None else Pipeline(steps, memo=memo, inputs=(*REQUEST_INPUTS, "hits"))
 
 

@@ -1,0 +1,291 @@
+"""Racing trials on questions: answer only what can still change the sweep's pick.
+
+A sweep whose answers come from an LLM pays per answer. Racing (F-Race, successive halving) spends that budget on
+the trials that can still win, under the sweep's own objective (the cheapest trial that passes every gate):
+
+1. Screening, no answer at all: every trial's pipeline runs up to its prompt on every question, which measures its
+   retrieval metrics and its context tokens on all of them. Those figures are the full grid's own, so a gate on
+   them is decided as the grid decides it: a trial that fails one is dropped and never answered.
+2. Rounds over growing, nested, seeded question subsets (`race_schedule`, e.g. 10%, 25%, 50%, 100%). After each,
+   a gate on an answer metric is decided beyond noise only: the bootstrap interval of the metric's mean over the
+   answered questions (at `race_confidence`) lies wholly past its threshold. A trial is dropped when it fails a
+   gate that way, or when it costs more (context tokens, measured on every question) than the leader: the
+   cheapest trial whose every gate is decided as passing.
+3. The last round is every question: the survivors, the leader among them, are measured as the grid measures
+   them, and the grid's selection runs over them.
+
+Answers are remembered by the stage memo (the answer of the same passages) and each round's outcomes by the
+trial-outcome cache, so a raced sweep run again, or widened to the full grid, reuses every answer it made.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from dataclasses import dataclass, field
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from ragopt.eval.executor import QueryOutcome
+from ragopt.eval.gates import Gate, objective_key, quality_metric
+from ragopt.eval.results import Costs, Generations, Interval, RaceInfo, RaceRound, RaceSummary, Trial
+from ragopt.plan import PlanConfig
+
+RACING, DROPPED, MEASURED = "racing", "dropped", "measured"
+# costs the screening measures on every question, as the full grid does (latencies need the answers)
+SCREENED_COSTS = ("context_tokens", "index_build_s", "index_bytes", "n_chunks")
+PASS, FAIL, OPEN = "pass", "fail", "open"
+
+
+def _log(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+def round_sizes(n_questions: int, schedule: Sequence[float], min_questions: int) -> list[int]:
+    """Questions answered by the end of each round: each share of `n_questions`, at least `min_questions` (or all),
+    rounds that would answer no new question left out; the last is every question."""
+    sizes: list[int] = []
+    for share in schedule:
+        size = min(n_questions, max(math.ceil(share * n_questions), min(min_questions, n_questions)))
+        if not sizes or size > sizes[-1]:
+            sizes.append(size)
+    return sizes
+
+
+def question_order(n_questions: int, seed: int) -> list[int]:
+    """The seeded order questions are answered in; round r answers its first `round_sizes[r]`."""
+    return [int(i) for i in np.random.default_rng(seed).permutation(n_questions)]
+
+
+def mean_interval(values: Sequence[float | None], confidence: float, seed: int) -> Interval | None:
+    """The bootstrap interval of the mean over the questions measured (None: none measured)."""
+    from ragopt.eval.bootstrap import paired_bootstrap_ci
+
+    kept = [v for v in values if v is not None]
+    if not kept:
+        return None
+    ci = paired_bootstrap_ci(kept, [0.0] * len(kept), confidence=confidence, seed=seed)
+    return Interval(mean=ci.mean_diff, low=ci.low, high=ci.high)
+
+
+def fresh_generations(outcomes: Sequence[QueryOutcome]) -> Generations:
+    """What the outcomes cost in generation: answers, and the generator calls among them made now (not restored
+    by the memo, not read back from an earlier run), with their tokens."""
+    made = tokens_in = tokens_out = 0
+    for o in outcomes:
+        spans = [] if o.trace is None else [s for s in o.trace.spans if s.answered and not s.skipped]
+        for span in spans:
+            if "memo" not in span.usage.attrs and span.error is None:
+                made += 1
+                tokens_in += span.usage.tokens_in
+                tokens_out += span.usage.tokens_out
+    return Generations(answers=sum(1 for o in outcomes if o.answer is not None), generated=made,
+                       tokens_in=tokens_in, tokens_out=tokens_out)
+
+
+@dataclass
+class Standing:
+    """One trial in the race: its screening on every question, its answers so far, and where it stands."""
+
+    tid: str
+    plan: PlanConfig
+    screen: Trial  # retrieval metrics and screened costs on every question
+    screen_outcomes: list[QueryOutcome]
+    index: Any
+    answered: dict[str, QueryOutcome] = field(default_factory=dict)  # query id -> outcome with its answer
+    scored: Trial | None = None  # every metric over the answered questions (per_query in `scored_ids` order)
+    scored_ids: list[str] = field(default_factory=list)
+    status: str = RACING
+    round: int = 0
+    reason: str | None = None
+
+
+@dataclass
+class RaceContext:
+    """What deciding a gate needs: the gates, the questions, how confident a decision must be."""
+
+    gates: list[Gate]
+    n_questions: int
+    confidence: float
+    seed: int
+
+
+def gate_state(gate: Gate, s: Standing, ctx: RaceContext) -> tuple[str, str]:
+    """(PASS | FAIL | OPEN, why) for one gate on what `s` has measured so far."""
+    screened = s.screen.metrics.get(gate.metric) if gate.metric in s.screen.metrics else (
+        getattr(s.screen.costs, gate.metric, None) if gate.metric in SCREENED_COSTS else None)
+    if screened is not None or gate.metric in SCREENED_COSTS or gate.metric in s.screen.metrics:
+        verdict = gate.evaluate({gate.metric: screened})
+        on = f"on all {ctx.n_questions} questions"
+        return (PASS if verdict.passed else FAIL), f"{verdict.message} {on}"
+    values = s.scored.per_query.get(gate.metric) if s.scored is not None else None
+    if values is None:
+        return OPEN, f"{gate.metric} not measured yet"
+    iv = mean_interval(values, ctx.confidence, ctx.seed)
+    if iv is None:
+        return OPEN, f"{gate.metric} not measured yet"
+    n = sum(v is not None for v in values)
+    shown = f"{gate.metric} = {iv.mean:.3g} [{iv.low:.3g}, {iv.high:.3g}] on {n} questions"
+    above, below = iv.low > gate.threshold, iv.high < gate.threshold
+    if gate.op in (">=", ">"):
+        state = PASS if above else FAIL if below else OPEN
+    else:
+        state = PASS if below else FAIL if above else OPEN
+    word = {PASS: "passes", FAIL: "fails", OPEN: "within noise of"}[state]
+    return state, f"{shown}: {word} {gate.expr}" + ("" if state == OPEN else " beyond noise")
+
+
+def decide(standings: Sequence[Standing], ctx: RaceContext, round_no: int) -> list[Standing]:
+    """Drop the racing trials that fail a gate, then those that cost more than the leader. Returns the dropped."""
+    racing = [s for s in standings if s.status == RACING]
+    states = {s.tid: [gate_state(g, s, ctx) for g in ctx.gates] for s in racing}
+    dropped = []
+    for s in racing:
+        failed = [why for state, why in states[s.tid] if state == FAIL]
+        if failed:
+            s.status, s.round, s.reason = DROPPED, round_no, "fails a gate: " + failed[0]
+            dropped.append(s)
+    passing = [s for s in racing if s.status == RACING and all(state == PASS for state, _ in states[s.tid])]
+    if passing:
+        quality = quality_metric(ctx.gates)
+        leader = min(passing, key=lambda s: objective_key(s.screen, quality))
+        cost = objective_key(leader.screen, quality)[0]
+        for s in racing:
+            if s.status == RACING and objective_key(s.screen, quality)[0] > cost:
+                s.status, s.round = DROPPED, round_no
+                s.reason = (f"costs more than the leader {leader.tid} ({_tokens(s)} vs {_tokens(leader)} context tokens "
+                            f"on all {ctx.n_questions} questions), which passes every gate")
+                dropped.append(s)
+    return dropped
+
+
+def _tokens(s: Standing) -> str:
+    value = s.screen.costs.context_tokens
+    return "unmeasured" if value is None else f"{value:.0f}"
+
+
+ScoreFn = Callable[[Standing, list[QueryOutcome]], Trial]
+# runs each (standing, questions) pair through the whole plan; the outcomes in the order of the questions
+RunBatch = Callable[[list[tuple[Standing, list[Any]]]], list[list[QueryOutcome]]]
+
+
+def run_rounds(standings: list[Standing], queries: list[Any], sizes: list[int], order: list[int], ctx: RaceContext,
+               run_batch: RunBatch, score: ScoreFn, progress: bool) -> tuple[list[RaceRound], Generations]:
+    """The rounds after screening; returns what each round did and the generations made."""
+    rounds, made, before = [], Generations(), 0
+    for round_no, size in enumerate(sizes, start=1):
+        racing = [s for s in standings if s.status == RACING]
+        if not racing:
+            break
+        new = [queries[i] for i in order[before:size]]
+        for s, outcomes in zip(racing, run_batch([(s, new) for s in racing])):
+            made = made.plus(fresh_generations(outcomes))
+            s.answered.update((o.query_id, o) for o in outcomes)
+            s.scored_ids = [queries[i].id for i in order[:size]]
+            s.scored = score(s, [s.answered[qid] for qid in s.scored_ids])
+            s.round = round_no
+        dropped = decide(standings, ctx, round_no) if size < len(queries) else []
+        rounds.append(RaceRound(round=round_no, questions=size, racing=len(racing), dropped=[s.tid for s in dropped],
+                                generated=made.generated))
+        if progress:
+            _log(f"race round {round_no}: {size} questions, {len(racing)} trials answered, {len(dropped)} dropped, "
+                 f"{made.generated} generations so far")
+        before = size
+    for s in standings:
+        if s.status == RACING:
+            s.status = MEASURED
+    return rounds, made
+
+
+def race_summary(config: Any, sizes: list[int], n_trials: int, rounds: list[RaceRound], screened_out: list[str],
+                 made: Generations, n_questions: int) -> RaceSummary:
+    return RaceSummary(
+        confidence=config.race_confidence, schedule=list(config.race_schedule), min_questions=config.race_min_questions,
+        seed=config.seed, round_sizes=sizes, screened_out=screened_out, rounds=rounds,
+        grid_answers=n_trials * n_questions, generations=made)
+
+
+def dropped_trial(s: Standing, ctx: RaceContext, query_ids: list[str], keep: set[str]) -> Trial:
+    """A dropped trial as results.json shows it: retrieval figures on every question, answer figures on the ones
+    it answered (None elsewhere, with their intervals), and why and when it was dropped."""
+    position = {qid: i for i, qid in enumerate(query_ids)}
+    per_query: dict[str, list[float | None]] = {n: list(v) for n, v in s.screen.per_query.items()}
+    metrics = dict(s.screen.metrics)
+    intervals: dict[str, Interval] = {}
+    costs = Costs(**{n: getattr(s.screen.costs, n) for n in SCREENED_COSTS})
+    if s.scored is not None:
+        for name, values in s.scored.per_query.items():
+            if name in s.screen.metrics:
+                continue
+            aligned: list[float | None] = [None] * len(query_ids)
+            for qid, value in zip(s.scored_ids, values):
+                aligned[position[qid]] = value
+            if name in keep:
+                per_query[name] = aligned
+            iv = mean_interval(values, ctx.confidence, ctx.seed)
+            metrics[name] = None if iv is None else iv.mean
+            if iv is not None:
+                intervals[name] = iv
+        latency = {k: v for k, v in s.scored.costs.model_dump().items() if k.endswith("_ms")}
+        costs = costs.model_copy(update=latency)
+    return s.screen.model_copy(update={
+        "metrics": metrics, "costs": costs, "per_query": {n: v for n, v in per_query.items() if n in keep},
+        "intervals": intervals,
+        "race": RaceInfo(status=DROPPED, round=s.round, reason=s.reason or "", answered=len(s.scored_ids),
+                         questions=len(query_ids))})
+
+
+ScreenFn = Callable[[str, PlanConfig], tuple[list[QueryOutcome], Any]]  # (outcomes up to the prompt, index)
+TrialScoreFn = Callable[[str, PlanConfig, list[QueryOutcome], Any, list[str]], Trial]  # score_trial over some names
+
+
+def race(plans: list[tuple[str, PlanConfig]], queries: list[Any], ctx: RaceContext, config: Any, names: list[str],
+         screen: ScreenFn, run_batch: RunBatch, score: TrialScoreFn, progress: bool) -> tuple[list[Standing], RaceSummary]:
+    """Screen every trial on every question, then race the rest on growing subsets (see the module docstring)."""
+    from tqdm import tqdm
+
+    retrieval = [n for n in names if "@" in n]  # rank metrics and span recall: what screening measures
+    standings = []
+    for tid, plan in tqdm(plans, desc="race screening", disable=not progress):
+        outcomes, index = screen(tid, plan)
+        trial = score(tid, plan, outcomes, index, retrieval)
+        trial = trial.model_copy(update={"metrics": {n: v for n, v in trial.metrics.items() if n in retrieval},
+                                         "per_query": {n: v for n, v in trial.per_query.items() if n in retrieval}})
+        standings.append(Standing(tid, plan, trial, outcomes, index))
+    screened_out = [s.tid for s in decide(standings, ctx, 0)]
+    sizes = round_sizes(len(queries), config.race_schedule, config.race_min_questions)
+    order = question_order(len(queries), config.seed)
+    if progress:
+        shares = ", ".join(f"{size} ({size / len(queries):.0%})" for size in sizes)
+        _log(f"race: confidence {ctx.confidence:g}, seed {ctx.seed}; screening dropped {len(screened_out)} of "
+             f"{len(plans)} trials; rounds answer {shares} of {len(queries)} questions")
+    rounds, made = run_rounds(standings, queries, sizes, order, ctx, run_batch,
+                              lambda s, outs: score(s.tid, s.plan, outs, s.index, names), progress)
+    return standings, race_summary(config, sizes, len(plans), rounds, screened_out, made, len(queries))
+
+
+def measured_trial(s: Standing, trial: Trial, ctx: RaceContext) -> Trial:
+    """A trial that answered every question: the grid's figures, the intervals of its answer metrics beside."""
+    intervals = dict(trial.intervals)
+    for name, values in trial.per_query.items():
+        if name not in s.screen.metrics and name not in intervals:
+            iv = mean_interval(values, ctx.confidence, ctx.seed)
+            if iv is not None:
+                intervals[name] = iv
+    return trial.model_copy(update={"intervals": intervals, "race": RaceInfo(
+        status=MEASURED, round=s.round, answered=ctx.n_questions, questions=ctx.n_questions)})
+
+
+def race_lines(summary: RaceSummary) -> list[str]:
+    """The race in a few lines for the terminal: its knobs, its rounds, what it saved."""
+    g = summary.generations
+    share = g.answers / summary.grid_answers if summary.grid_answers else 0.0
+    lines = [f"race: confidence {summary.confidence:g}, schedule {', '.join(f'{s:g}' for s in summary.schedule)} "
+             f"(at least {summary.min_questions} questions a round), seed {summary.seed}",
+             f"  screening (retrieval only, every question): {len(summary.screened_out)} trials dropped, never answered"]
+    lines += [f"  round {r.round}: {r.questions} questions, {r.racing} trials answered, {len(r.dropped)} dropped"
+              for r in summary.rounds]
+    lines.append(f"  answers: {g.answers:,} of the full grid's {summary.grid_answers:,} ({share:.1%}); generator calls "
+                 f"made: {g.generated:,}, tokens in {g.tokens_in:,}, out {g.tokens_out:,}")
+    return lines
