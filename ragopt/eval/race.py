@@ -249,10 +249,7 @@ def race(plans: list[tuple[str, PlanConfig]], queries: list[Any], ctx: RaceConte
     standings = []
     for tid, plan in tqdm(plans, desc="race screening", disable=not progress):
         outcomes, index = screen(tid, plan)
-        trial = score(tid, plan, outcomes, index, retrieval)
-        trial = trial.model_copy(update={"metrics": {n: v for n, v in trial.metrics.items() if n in retrieval},
-                                         "per_query": {n: v for n, v in trial.per_query.items() if n in retrieval}})
-        standings.append(Standing(tid, plan, trial, outcomes, index))
+        standings.append(Standing(tid, plan, screened(score(tid, plan, outcomes, index, retrieval), retrieval), outcomes, index))
     screened_out = [s.tid for s in decide(standings, ctx, 0)]
     sizes = round_sizes(len(queries), config.race_schedule, config.race_min_questions)
     order = question_order(len(queries), config.seed)
@@ -263,6 +260,12 @@ def race(plans: list[tuple[str, PlanConfig]], queries: list[Any], ctx: RaceConte
     rounds, made = run_rounds(standings, queries, sizes, order, ctx, run_batch,
                               lambda s, outs: score(s.tid, s.plan, outs, s.index, names), progress)
     return standings, race_summary(config, sizes, len(plans), rounds, screened_out, made, len(queries))
+
+
+def screened(trial: Trial, retrieval: list[str]) -> Trial:
+    """A trial scored on outcomes without answers, less the answer figures such scoring leaves empty."""
+    return trial.model_copy(update={"metrics": {n: v for n, v in trial.metrics.items() if n in retrieval},
+                                    "per_query": {n: v for n, v in trial.per_query.items() if n in retrieval}})
 
 
 def measured_trial(s: Standing, trial: Trial, ctx: RaceContext) -> Trial:

@@ -179,3 +179,52 @@ def run_on_ray(plans: list[tuple[str, PlanConfig]], runner: Any, config: SweepCo
 
         optuna_search(plans, lambda tid, plan: evaluate_batch([(tid, plan)])[0], gates, max_trials=max_trials,
                       seed=config.seed, progress=progress, evaluate_batch=evaluate_batch, batch=cpus)
+
+
+def run_outcomes(evalset: EvalSet, config: SweepConfig, workspace: str, tid: str, plan: PlanConfig,
+                 query_ids: list[str], code: str) -> list[Any]:
+    """A Ray task's body in a race: one trial's plan over some questions, its outcomes (traces kept, to count
+    the generations made) in the order of `query_ids`."""
+    from ragopt.eval.executor import code_fingerprint
+    from ragopt.eval.trials import TrialRunner
+    from ragopt.resources import Resources
+
+    if code_fingerprint() != code:
+        raise InputError(f"a Ray worker runs other ragopt code ({code_fingerprint()}) than this driver ({code}): "
+                         "install the same ragopt on every node", field="executor")
+    by_id = {q.query.id: q.query for q in evalset.queries}
+    with Resources() as resources:
+        runner = TrialRunner(evalset, config, Path(workspace), resources, progress=False, remeasure=False)
+        try:
+            return runner.run(plan, [by_id[qid] for qid in query_ids], tid)[0]
+        finally:
+            runner.close()
+
+
+@contextmanager
+def race_batches(runner: Any, config: SweepConfig, plans: Sequence[tuple[str, PlanConfig]]) -> Iterator[Callable[..., Any]]:
+    """A race's answering runs as Ray tasks, one per trial and round, over the driver's workspace (indexes built
+    here first); yields the race's `run_batch`."""
+    from ragopt.eval.executor import code_fingerprint
+
+    require_ray()
+    for _, plan in plans:
+        runner.index(plan)
+    workspace = str(Path(runner.workspace).resolve())
+    with ray_session(config.ray_address) as ray:
+        from ray.exceptions import RayTaskError
+
+        task = ray.remote(num_cpus=1)(run_outcomes)
+        shared = [ray.put(runner.evalset), ray.put(config), workspace]
+        code = code_fingerprint()
+
+        def run_batch(items: list[tuple[Any, list[Any]]]) -> list[list[Any]]:
+            refs = [task.remote(*shared, s.tid, s.plan, [q.id for q in questions], code) for s, questions in items]
+            try:
+                return ray.get(refs)
+            except RayTaskError as exc:
+                if isinstance(exc.cause, InputError):
+                    raise exc.cause from None
+                raise
+
+        yield run_batch

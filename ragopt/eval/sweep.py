@@ -132,7 +132,9 @@ def run_sweep(
     summary = None
     try:
         if config.races(plans):
-            summary = _race(plans, runner, config, names, keep, gates, record, on_trial, progress)
+            from ragopt.eval.race_trials import race_trials
+
+            summary = race_trials(plans, runner, config, names, keep, gates, record, on_trial, progress)
             generations[0] = summary.generations
         else:
             _dispatch(plans, runner, config, names, keep, gates, record, evaluate, rankings=runs_dir is not None, progress=progress)
@@ -164,37 +166,6 @@ def _dispatch(plans: list[Any], runner: TrialRunner, config: SweepConfig, names:
             evaluate(tid, plan)
     else:
         optuna_search(plans, evaluate, gates, max_trials=max_trials, seed=config.seed, progress=progress)
-
-
-def _race(plans: list[Any], runner: TrialRunner, config: SweepConfig, names: list[str], keep: set[str], gates: list[Any],
-          record: Any, on_trial: Any, progress: bool) -> Any:
-    """The trials raced on questions (ragopt.eval.race) by the local executor; each recorded in plan order."""
-    from ragopt.eval.race import MEASURED, RaceContext, dropped_trial, measured_trial, race
-    from ragopt.stages.spec import PROMPT_SLOT
-
-    queries = [q.query for q in runner.evalset.queries]
-    query_ids = [q.id for q in queries]
-    ctx = RaceContext(gates=gates, n_questions=len(queries), confidence=config.race_confidence, seed=config.seed)
-
-    def score(tid: str, plan: PlanConfig, outcomes: list[Any], index: Any, over: list[str]) -> Trial:
-        return score_trial(tid, plan, outcomes, index, runner.evalset, config, over, set(over), runner.cache, runner.judge)
-
-    standings, summary = race(
-        plans, queries, ctx, config, names,
-        screen=lambda tid, plan: runner.run(plan, queries, f"{tid} (screening)", last_slot=PROMPT_SLOT),
-        run_batch=lambda items: [runner.run(s.plan, qs, s.tid)[0] for s, qs in items], score=score, progress=progress)
-    for s in standings:
-        answered = [s.answered[qid] for qid in query_ids if qid in s.answered]
-        if s.status == MEASURED:
-            full = score_trial(s.tid, s.plan, answered, s.index, runner.evalset, config, names, keep, runner.cache, runner.judge)
-            trial = measured_trial(s, full, ctx)
-        else:
-            trial = dropped_trial(s, ctx, query_ids, keep)
-        if on_trial is not None:
-            on_trial(trial, answered)
-        record(s.tid, s.plan, trial, [o.ms for o in answered], (
-            (o.query_id, best_per_doc((doc, score) for _, doc, _, _, score in o.ranking)) for o in s.screen_outcomes))
-    return summary
 
 
 def _results(evalset: EvalSet, requested: SweepConfig, config: SweepConfig, embedder: Any, gates: list[Any],

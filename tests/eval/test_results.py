@@ -16,7 +16,7 @@ def test_roundtrip(tmp_path):
     assert set(data) >= {"dataset", "created_at", "versions", "models", "search_space", "objective", "gates",
                          "trials", "selected", "verdicts", "query_ids"}
     t = data["trials"][0]
-    assert set(t) == {"id", "params", "metrics", "costs", "per_query", "intervals", "unsupported", "plan", "models"}
+    assert set(t) == {"id", "params", "metrics", "costs", "per_query", "intervals", "unsupported", "plan", "models", "race"}
     assert set(t["costs"]) >= {"p50_ms", "p95_ms", "p99_ms", "context_tokens", "index_build_s", "index_bytes",
                                "n_chunks"}
     back = SweepResults.load(path)
