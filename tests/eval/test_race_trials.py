@@ -84,7 +84,7 @@ def test_a_seeded_race_is_byte_identical_across_fresh_processes(tmp_path: Path) 
     races = []
     for run in ("a", "b"):
         done = ragopt("sweep", "--config", str(config), "--race", "--race-schedule", "0.1,0.3,1", "--seed", "3",
-                      "--out", str(tmp_path / run), "--no-progress", workspace=tmp_path / f"ws-{run}")
+                      "--out", str(tmp_path / run), "--no-progress", workspace=tmp_path / f"ws-{run}", timeout=1200)
         assert done.returncode == 0, done.stderr
         saved = json.loads((tmp_path / run / "results.json").read_text())
         races.append(json.dumps({"race": saved["race"], "selected": saved["selected"],

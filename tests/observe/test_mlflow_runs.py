@@ -85,3 +85,31 @@ def test_an_unreachable_server_is_one_line_and_exit_2_before_any_work(tiny_beir:
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "[--mlflow]" in err[0] and "does not answer" in err[0]
     assert not out.exists()
+
+
+def test_a_raced_sweep_tags_each_dropped_trial_and_serves_its_pick(tiny_beir: Path, tmp_path: Path, mlflow_url: str,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    from mlflow import MlflowClient
+
+    experiment = f"race-{uuid.uuid4().hex[:8]}"
+    monkeypatch.setenv("MLFLOW_EXPERIMENT_NAME", experiment)
+    args = ["--workspace", str(tmp_path / "ws"), *SWEEP, "--set", "generate.generator=extractive", "--race",
+            "--dataset", str(tiny_beir), "--out", str(tmp_path / "out"), "--mlflow", mlflow_url]
+    assert main(args) == 0
+    results = json.loads((tmp_path / "out" / "results.json").read_text(encoding="utf-8"))
+    dropped = {t["id"]: t["race"] for t in results["trials"] if t["race"]["status"] == "dropped"}
+    assert dropped and results["selected"] not in dropped
+    client = MlflowClient(mlflow_url)
+    runs = client.search_runs([client.get_experiment_by_name(experiment).experiment_id])
+    tags = {r.data.tags["ragopt.trial"]: r.data.tags for r in runs if r.data.tags.get("ragopt.role") == "trial"}
+    for tid, race in dropped.items():
+        assert tags[tid]["ragopt.race"] == "dropped" and tags[tid]["ragopt.passed"] == "false"
+        assert tags[tid]["ragopt.race.reason"] == race["reason"] and tags[tid]["ragopt.race.round"] == str(race["round"])
+    assert tags[results["selected"]]["ragopt.race"] == "measured"
+    from ragopt.cli import build_parser
+    from ragopt.cli._common import saved_plan
+
+    served = saved_plan(build_parser().parse_args(["--workspace", str(tmp_path / "ws"), "serve", "--api-keys", "k",
+                                                   "--from", str(tmp_path / "out" / "results.json")]))
+    selected = next(t for t in results["trials"] if t["id"] == results["selected"])
+    assert served.provenance.trial == results["selected"] and served.plan.model_dump(mode="json") == selected["plan"]
