@@ -79,7 +79,7 @@ def test_dropped_trials_are_marked_in_every_output(raced: dict[str, Any], tmp_pa
 def test_a_seeded_race_is_byte_identical_across_fresh_processes(tmp_path: Path) -> None:
     config = tmp_path / "race.toml"
     config.write_text(f'dataset = "{shipped_dataset()}"\nchunk_sizes = [128]\nchunk_overlaps = [16]\n'
-                      f'retrievers = ["bm25"]\ntop_k = [1, 10]\ngates = ["answer_contains_reference>=0.4"]\n'
+                      f'retrievers = ["bm25"]\ntop_k = [1, 3, 10]\ngates = ["recall@5>=0.7"]\n'
                       'answers = "extractive"\n', encoding="utf-8")
     races = []
     for run in ("a", "b"):
@@ -90,7 +90,9 @@ def test_a_seeded_race_is_byte_identical_across_fresh_processes(tmp_path: Path) 
         races.append(json.dumps({"race": saved["race"], "selected": saved["selected"],
                                  "trials": [(t["id"], t["race"], t["per_query"]) for t in saved["trials"]]}))
     assert races[0] == races[1]
-    assert '"status": "dropped"' in races[0] and '"round_sizes": [25, 75, 249]' in races[0]
+    # K = 1 fails the gate and K = 10 costs more than K = 3, which passes it: both dropped by screening
+    assert '"screened_out": ["c128-o16_bm25_k1", "c128-o16_bm25_k10"]' in races[0]
+    assert '"round_sizes": [25, 75, 249]' in races[0]
 
 
 @pytest.mark.parametrize("flags,named", [
