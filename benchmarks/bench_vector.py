@@ -43,7 +43,7 @@ from typing import Any  # noqa: E402
 
 import numpy as np  # noqa: E402
 
-from ragopt.backends.edge_store import EdgeStore, point_ids  # noqa: E402
+from ragopt.backends.edge_store import EdgeStore, chunk_keys  # noqa: E402
 from ragopt.backends.exact_store import ExactStore  # noqa: E402
 from ragopt.config import ChunkerConfig, EmbedderConfig, StoreConfig  # noqa: E402
 from ragopt.data.beir import load_beir  # noqa: E402
@@ -128,9 +128,11 @@ def update_one_percent(engine: str, setting: str, folder: Path, vectors: np.ndar
         store.upsert(chunks, vectors)
     else:
         store = EdgeStore(folder, edge_config(setting))
-        ids = store.ids.copy()
-        ids[changed] = point_ids(new_chunks)
-        store.apply(store.ids[changed].tolist(), new_chunks, new_vectors, ids)
+        new_ids = int(store.ids.max()) + 1 + np.arange(len(changed))
+        store.apply(store.ids[changed].tolist(), new_ids, new_chunks, new_vectors)
+        ids, keys = store.ids.copy(), store.keys.copy()
+        ids[changed], keys[changed] = new_ids, chunk_keys(new_chunks)
+        store.write_ids(ids, keys)
     update_s = time.perf_counter() - t0
     probe = changed[:100]
     firsts = [store.search(new_vectors[j], 1, Query(text="", tenant=chunks[i].tenant or TENANTS[0])) for j, i in enumerate(probe)]

@@ -9,8 +9,8 @@ when the change is at most half of the new list (an unrelated corpus gets an ind
 Steps, each safe to interrupt (a re-run finds the same previous version and completes the update):
   1. update.json records the point ids to delete and to add ("apply");
   2. the added chunks are embedded (cached block by block) and upserted, the removed ones deleted, flushed;
-  3. chunks.jsonl, vectors/ids.npy and manifest.json are written beside the old ones (".next"), update.json says
-     "commit", and each is renamed over the old one;
+  3. chunks.jsonl, vectors/ids.npy and keys.npy, and manifest.json are written beside the old ones (".next"),
+     update.json says "commit", and each is renamed over the old one;
   4. the caller renames the folder to the new index id and update.json is removed.
 A killed step 2 leaves a shard that opens; points it added that the old chunk list does not hold are skipped by
 searches, and the re-run deletes and adds again what the interrupted run may have half done. An update is a new
@@ -27,9 +27,8 @@ from typing import Sequence
 
 import numpy as np
 
-from ragopt.backends.edge_store import EdgeStore, point_ids
+from ragopt.backends.edge_store import IDS, KEYS, EdgeStore, chunk_keys
 from ragopt.backends.embeddings import Embedder
-from ragopt.backends.exact_store import save_npy
 from ragopt.types import Chunk
 
 JOURNAL = "update.json"
@@ -42,6 +41,8 @@ class UpdatePlan:
     folder: Path  # the previous version's index folder
     removed: list[int]  # point ids to delete
     added: list[int]  # positions (in the new chunk list) of the chunks to upsert
+    ids: np.ndarray  # the point id of every position of the new list
+    keys: np.ndarray  # the key of every position of the new list
 
 
 def _write_json(path: Path, data: object) -> None:
@@ -55,23 +56,36 @@ def _journal(folder: Path) -> dict:
     return json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
 
 
+def _plan_one(folder: Path, keys: np.ndarray) -> UpdatePlan:
+    """The update of `folder` into the chunk list whose keys are `keys`. What an interrupted update may have half
+    done is done again: its new points are deleted or upserted again, its deletions of kept chunks undone."""
+    store = EdgeStore(folder / "vectors")
+    pending = _journal(folder)
+    id_of = dict(zip(store.keys.tolist(), store.ids.tolist()))  # key -> point id
+    half_added = {int(k): i for k, i in pending.get("added", {}).items()}
+    half_removed = set(pending.get("removed", []))
+    wanted = set(keys.tolist())
+    removed = sorted({i for k, i in {**half_added, **id_of}.items() if k not in wanted})
+    next_id = max([*id_of.values(), *half_added.values(), -1]) + 1
+    ids = np.empty(len(keys), dtype=np.int64)
+    added = []
+    for p, k in enumerate(keys.tolist()):
+        i = id_of.get(k, half_added.get(k))
+        if i is None:
+            i, next_id = next_id, next_id + 1
+        if k not in id_of or k in half_added or i in half_removed:
+            added.append(p)
+        ids[p] = i
+    return UpdatePlan(folder, removed, added, ids, keys)
+
+
 def plan_update(candidates: Sequence[Path], chunks: Sequence[Chunk]) -> UpdatePlan | None:
     """The update that turns the best candidate folder (an index of the same lineage) into `chunks`; None when
     no candidate shares enough of them."""
-    new_ids = point_ids(chunks)
-    new_set = set(new_ids.tolist())
-    best: UpdatePlan | None = None
-    for folder in candidates:
-        old_set = set(np.load(folder / "vectors" / "ids.npy").tolist())
-        pending = _journal(folder)  # an interrupted update: what it may have half done is done again
-        removed = (old_set - new_set) | (set(pending.get("added", [])) - new_set)
-        redo = set(pending.get("removed", [])) & new_set
-        added = [i for i, pid in enumerate(new_ids.tolist()) if pid not in old_set or pid in redo]
-        if len(removed) + len(added) > MAX_CHANGE_SHARE * len(chunks):
-            continue
-        if best is None or len(removed) + len(added) < len(best.removed) + len(best.added):
-            best = UpdatePlan(folder, sorted(removed), added)
-    return best
+    keys = chunk_keys(chunks)
+    plans = [_plan_one(folder, keys) for folder in candidates]
+    plans = [p for p in plans if len(p.removed) + len(p.added) <= MAX_CHANGE_SHARE * len(chunks)]
+    return min(plans, key=lambda p: len(p.removed) + len(p.added), default=None)
 
 
 def apply_update(plan: UpdatePlan, chunks: Sequence[Chunk], embedder: Embedder, store: EdgeStore, manifest_json: str,
@@ -79,17 +93,15 @@ def apply_update(plan: UpdatePlan, chunks: Sequence[Chunk], embedder: Embedder, 
     """Steps 1-3 on `plan.folder` (its shard open in `store`); returns (texts embedded, cache hits)."""
     folder = plan.folder
     added_chunks = [chunks[i] for i in plan.added]
+    added_ids = plan.ids[plan.added]
     _write_json(folder / JOURNAL, {"state": "apply", "removed": plan.removed,
-                                   "added": point_ids(added_chunks).tolist()})
+                                   "added": {str(k): int(i) for k, i in zip(plan.keys[plan.added].tolist(), added_ids)}})
     encoded = embedder.encode([c.indexed_text for c in added_chunks], [(c.tenant, c.scopes) for c in added_chunks],
                               progress=progress)
-    store.delete(plan.removed)
-    if added_chunks:
-        store.put_points(point_ids(added_chunks), added_chunks, encoded.vectors)
-    store.flush()
+    store.apply(plan.removed, added_ids, added_chunks, encoded.vectors)
     with open(folder / f"chunks.jsonl{NEXT}", "w", encoding="utf-8") as f:
         f.writelines(c.model_dump_json() + "\n" for c in chunks)
-    save_npy(folder / "vectors" / f"ids.npy{NEXT}", point_ids(chunks))
+    store.write_ids(plan.ids, plan.keys, suffix=NEXT)
     (folder / f"manifest.json{NEXT}").write_text(manifest_json, encoding="utf-8")
     _write_json(folder / JOURNAL, {"state": "commit"})
     finish_commit(folder)
@@ -100,7 +112,7 @@ def finish_commit(folder: Path) -> bool:
     """Step 3's renames, when update.json says "commit" (a killed run may have done some); whether it did."""
     if _journal(folder).get("state") != "commit":
         return False
-    for name in ("chunks.jsonl", "vectors/ids.npy", "manifest.json"):
+    for name in ("chunks.jsonl", f"vectors/{IDS}", f"vectors/{KEYS}", "manifest.json"):
         nxt = folder / f"{name}{NEXT}"
         if nxt.exists():
             os.replace(nxt, folder / name)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ragopt.backends.edge_store import EdgeStore, point_ids
+from ragopt.backends.edge_store import EdgeStore, chunk_keys
 from ragopt.backends.exact_store import ExactStore
 from ragopt.config import StoreConfig
 from ragopt.types import Chunk, Query
@@ -82,9 +82,11 @@ def test_an_update_in_place_is_searched_next_and_the_shard_reopens(tmp_path: Pat
     store = build(tmp_path / "edge", chunks, vectors, quantization="none")
     new_vector = -vectors[10]
     changed = chunks[10].model_copy(update={"text": "new text"})
-    ids = store.ids.copy()
-    ids[10] = point_ids([changed])[0]
-    store.apply([int(store.ids[10])], [changed], new_vector[None, :], ids)
+    assert store.ids.tolist() == list(range(500))  # ids in order: Qdrant's graph keeps its recall with them
+    store.apply([10], np.array([500]), [changed], new_vector[None, :])
+    ids, keys = store.ids.copy(), store.keys.copy()
+    ids[10], keys[10] = 500, chunk_keys([changed])[0]
+    store.write_ids(ids, keys)
     north = Query(text="", tenant="north")
     assert store.search(new_vector, 1, north)[0][0] == 10
     assert all(p != 10 for p, _ in store.search(vectors[10], 5, north))  # the old vector is gone
