@@ -248,7 +248,8 @@ def summary_lines(out: dict[str, Any]) -> list[str]:
     """The figures the issue asks for, one line per step (the JSON holds the rest)."""
     lines = [f"ran on: {out['ran_on']} ({out['date']}, commit {out['commit']}); step seconds: {out['step_seconds']}"]
     pick = {
-        "build": ("skipped", "arch", "cached", "seconds"),
+        "build": ("skipped", "arch", "cached", "seconds", "gpu", "nvcc"),
+        "env": ("device", "torch", "cuda_capability", "llama_cpp", "cpu_count"),
         "embed": ("device", "docs", "texts_per_s", "ndcg_at_10", "cpu_here", "reference", "reference_note"),
         "generate": ("gpu_layers", "questions", "cold", "warm", "ttft_ratio_cold_over_warm", "warm_identical_to_cold",
                      "identical_to_reference", "compared", "prompts_not_in_reference", "reference_note"),
@@ -263,8 +264,9 @@ def summary_lines(out: dict[str, Any]) -> list[str]:
             for engine, r in step.get("engines", {}).items():
                 g = r["goals"]
                 lines.append(f"fairness ({engine}, {r['slots']} slots, {step['duration_s']:g} s per scenario): quiet p95 TTFT "
-                             f"flood/solo {g['quiet_p95_ttft_ratio_fair']}, admin p95 TTFT flood/idle {g['admin_p95_ttft_ratio']}, "
-                             f"jain {g['jain_backlogged']}, throughput fair/fifo {g['throughput_fair_over_fifo']}")
+                             f"flood/solo {_short(g['quiet_p95_ttft_ratio_fair'])} (fifo {_short(g['quiet_p95_ttft_ratio_fifo'])}), "
+                             f"admin p95 TTFT flood/idle {_short(g['admin_p95_ttft_ratio'])}, jain {_short(g['jain_backlogged'])}, "
+                             f"tokens/s fair/fifo {_short(g['throughput_fair_over_fifo'])}")
         elif name in pick:
             lines.append(f"{name}: " + ", ".join(f"{k} {_short(step[k])}" for k in pick[name] if k in step))
     return lines
