@@ -192,7 +192,8 @@ def generate_step(args: argparse.Namespace) -> dict[str, Any]:
                       "reused_share": sum(r[phase]["reused_tokens"] for r in rows) / sum(r[phase]["prompt_tokens"] for r in rows)}
     out["ttft_ratio_cold_over_warm"] = out["cold"]["ttft_ms_p50"] / out["warm"]["ttft_ms_p50"]
     out["warm_identical_to_cold"] = sum(r["cold"]["text"] == r["warm"]["text"] for r in rows)
-    out.update(compare_answers(rows, read_reference(args.reference).get("answers", {}), args))
+    reference = read_reference(args.reference)
+    out.update(compare_answers(rows, reference.get("answers", {}), args), reference_machine=reference.get("machine"))
     out["answers"] = {r["id"]: {k: r["cold"][k] for k in ("text", "tokens", "prompt_sha256")} for r in rows}
     return out
 
@@ -210,7 +211,7 @@ def compare_answers(rows: list[dict[str, Any]], ref: dict[str, Any], args: argpa
             same += 1
         else:
             differ.append({"id": r["id"], "reference": known["text"], "here": r["cold"]["text"]})
-    return {"reference_machine": ref.get("machine"), "identical_to_reference": same, "compared": same + len(differ),
+    return {"identical_to_reference": same, "compared": same + len(differ),
             "differing": differ, "prompts_not_in_reference": unmatched}
 
 
@@ -252,7 +253,7 @@ def summary_lines(out: dict[str, Any]) -> list[str]:
         "env": ("device", "torch", "cuda_capability", "llama_cpp", "cpu_count"),
         "embed": ("device", "docs", "texts_per_s", "ndcg_at_10", "cpu_here", "reference", "reference_note"),
         "generate": ("gpu_layers", "questions", "cold", "warm", "ttft_ratio_cold_over_warm", "warm_identical_to_cold",
-                     "identical_to_reference", "compared", "prompts_not_in_reference", "reference_note"),
+                     "identical_to_reference", "compared", "reference_machine", "prompts_not_in_reference", "reference_note"),
         "speculative": ("gpu_layers", "questions", "speedup", "identical_share", "acceptance_rate", "verify_batch_cost", "speedup_ceiling"),
     }
     for name, step in out.items():
