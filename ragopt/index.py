@@ -206,7 +206,7 @@ def _identity(chunker: Chunker, embedder: Embedder, engine: str, store_config: S
     identity = {"format": INDEX_FORMAT, "chunker": chunker.fingerprint, "embedder": embedder.fingerprint,
                 "normalize": embedder.config.normalize}
     if engine == EDGE_ENGINE:
-        identity["store"] = {"engine": engine, **store_config.shard_settings()}
+        identity["store"] = {"engine": engine, "ids": "ordered", **store_config.shard_settings()}  # hashed ids before
     return identity
 
 
