@@ -233,7 +233,7 @@ def measure_size(n: int, real: np.ndarray, queries: np.ndarray, rng: np.random.G
                 r["update"]["share_of_build"] = r["update"]["update_s"] / build_s
             results[name] = r
             shutil.rmtree(folder, ignore_errors=True)
-            log(f"{n} rows: {name}: {json.dumps(r)[:400]}")
+            log(f"{n} rows: {name}: {json.dumps(r)}")  # whole: a run killed later still leaves these figures
     return {"engines": results, "matrix_mb": vectors.nbytes / 2**20}
 
 
