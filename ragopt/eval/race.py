@@ -206,12 +206,14 @@ def race_summary(config: Any, sizes: list[int], n_trials: int, rounds: list[Race
         grid_answers=n_trials * n_questions, generations=made)
 
 
-def dropped_trial(s: Standing, ctx: RaceContext, query_ids: list[str], keep: set[str]) -> Trial:
+def dropped_trial(s: Standing, ctx: RaceContext, query_ids: list[str], keep: set[str], names: list[str]) -> Trial:
     """A dropped trial as results.json shows it: retrieval figures on every question, answer figures on the ones
-    it answered (None elsewhere, with their intervals), and why and when it was dropped."""
+    it answered (None elsewhere, with their intervals; None where it answered nothing), and why and when it was
+    dropped."""
     position = {qid: i for i, qid in enumerate(query_ids)}
     per_query: dict[str, list[float | None]] = {n: list(v) for n, v in s.screen.per_query.items()}
-    metrics = dict(s.screen.metrics)
+    metrics: dict[str, float | None] = {n: None for n in names}  # every metric the sweep reports, measured or not
+    metrics.update(s.screen.metrics)
     intervals: dict[str, Interval] = {}
     costs = Costs(**{n: getattr(s.screen.costs, n) for n in SCREENED_COSTS})
     if s.scored is not None:

@@ -39,7 +39,7 @@ def race_trials(plans: list[tuple[str, PlanConfig]], runner: TrialRunner, config
             trial = measured_trial(s, score_trial(s.tid, s.plan, answered, s.index, runner.evalset, config, names, keep,
                                                   runner.cache, runner.judge), ctx)
         else:
-            trial = dropped_trial(s, ctx, query_ids, keep)
+            trial = dropped_trial(s, ctx, query_ids, keep, names)
         if on_trial is not None:
             on_trial(trial, answered)
         record(s.tid, s.plan, trial, [o.ms for o in answered], (

@@ -107,3 +107,12 @@ def test_bad_race_flags_are_one_line_naming_the_flag_before_any_work(flags: list
     done = ragopt("sweep", *flags, "--out", str(tmp_path / "out"), workspace=tmp_path / "ws")
     assert f"[{named}]" in one_line_error(done, "sweep")
     assert not (tmp_path / "out").exists() and not (tmp_path / "ws").exists()
+
+
+def test_trials_screening_drops_carry_the_answer_metrics_they_never_measured(raced: dict[str, Any]) -> None:
+    config = CONFIG.model_copy(update={"top_k": [1, 3, 10], "gates": ["recall@5>=0.7", GATE]})
+    results = run_sweep(raced["evalset"], config, raced["root"] / "ws-race", progress=False).results
+    screened = {t.id: t for t in results.trials if t.dropped and t.race.round == 0}
+    assert "c128-o16_bm25_k1" in screened  # fails recall@5 on every question: never answered
+    assert all(t.metrics["answer_contains_reference"] is None and t.race.answered == 0 for t in screened.values())
+    assert results.selected not in screened and results.selected_trial.race.status == "measured"
