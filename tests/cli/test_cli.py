@@ -292,7 +292,7 @@ GENERATE_BAD_SETTINGS = {  # every generation setting added for speculative deco
     "sweep knob cite meaning_weight": (["sweep", "--set", "cite.meaning_weight=-0.1"], "greater than or equal to 0"),
     "sweep knob route_small_max_words": (["sweep", "--set", "generate.route_small_max_words=8,-1"],
                                          "generate.route_small_max_words: Input should be greater than or equal to 0"),
-    "generate.route_small_max_words": (["sweep", "--config", "{config}"], "got -8 (route_small_max_words)"),
+    "generate.route_small_max_words": (["sweep", "--config", "{config}"], "stages.generate.route_small_max_words: Input should be greater than or equal to 0, got -8"),
     "sweep embedders": (["sweep", "--config", "{config}"], "unknown embedder 'multilingual-e5-smal'"),
     "eval --embedder": (["eval", "--embedder", "multilingual-e5-smal", "--dataset", "{dataset}"], "[--embedder]"),
     "generate.repeat_stop": (["sweep", "--config", "{config}"], "repeat_stop must be 0"),
