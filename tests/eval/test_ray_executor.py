@@ -107,3 +107,13 @@ def test_a_worker_with_other_ragopt_code_stops_the_sweep_in_one_line(
         run_sweep(both["evalset"], config, both["root"] / "ws-other-code", progress=False)
     assert "\n" not in str(caught.value) and "install the same ragopt on every node" in str(caught.value)
     assert ray.is_initialized()
+
+
+def test_a_race_on_ray_drops_and_picks_as_the_local_race(both: dict[str, Any]) -> None:
+    race = GRID.model_copy(update={"answers": "extractive", "race": "on", "gates": ["recall@3>=0.8", "citation_valid_share>=0.5"]})
+    local = run_sweep(both["evalset"], race, both["root"] / "ws-race-local", progress=False).results
+    on_ray = run_sweep(both["evalset"], race.model_copy(update={"executor": "ray"}), both["root"] / "ws-race-ray",
+                       progress=False).results
+    assert on_ray.selected == local.selected and [t.race for t in on_ray.trials] == [t.race for t in local.trials]
+    assert [t.metrics for t in on_ray.trials] == [t.metrics for t in local.trials]
+    assert on_ray.race.generations.answers == local.race.generations.answers > 0
