@@ -38,6 +38,16 @@ class InputError(RagoptError, ValueError):
         return f"{where}: {self.message}" if where else self.message
 
 
+class BadRequest(InputError):
+    """A request ragopt cannot honour (serve answers 400 naming `field`), e.g. `n` > 1 or a non-text content part."""
+
+    def __init__(self, field: str, message: str):
+        super().__init__(message, field=field)
+
+    def __str__(self) -> str:
+        return f"{self.field}: {self.message}"
+
+
 class TenantRequired(InputError):
     """A query without a tenant against an index that holds tenant data: an error, never "everything"."""
 

@@ -21,6 +21,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from ragopt.types import Sampling, Turn
+from ragopt.errors import BadRequest
 
 
 class TextPart(BaseModel):
@@ -71,14 +72,6 @@ class ChatRequest:
     history: list[Turn]
     sampling: Sampling | None
     include_usage: bool
-
-
-class BadRequest(ValueError):
-    """A request ragopt cannot honour: 400 naming `field`."""
-
-    def __init__(self, field: str, message: str):
-        super().__init__(f"{field}: {message}")
-        self.field = field
 
 
 def _text(message: ChatMessage, i: int) -> str:
