@@ -29,6 +29,7 @@ import numpy as np
 
 from ragopt.eval.executor import QueryOutcome
 from ragopt.eval.gates import Gate, objective_key, quality_metric
+from ragopt.eval.heldout import mean_interval
 from ragopt.eval.results import Costs, Generations, Interval, RaceInfo, RaceRound, RaceSummary, Trial
 from ragopt.plan import PlanConfig
 
@@ -56,17 +57,6 @@ def round_sizes(n_questions: int, schedule: Sequence[float], min_questions: int)
 def question_order(n_questions: int, seed: int) -> list[int]:
     """The seeded order questions are answered in; round r answers its first `round_sizes[r]`."""
     return [int(i) for i in np.random.default_rng(seed).permutation(n_questions)]
-
-
-def mean_interval(values: Sequence[float | None], confidence: float, seed: int) -> Interval | None:
-    """The bootstrap interval of the mean over the questions measured (None: none measured)."""
-    from ragopt.eval.bootstrap import paired_bootstrap_ci
-
-    kept = [v for v in values if v is not None]
-    if not kept:
-        return None
-    ci = paired_bootstrap_ci(kept, [0.0] * len(kept), confidence=confidence, seed=seed)
-    return Interval(mean=ci.mean_diff, low=ci.low, high=ci.high)
 
 
 def fresh_generations(outcomes: Sequence[QueryOutcome]) -> Generations:
@@ -113,16 +103,15 @@ class RaceContext:
 
 def gate_state(gate: Gate, s: Standing, ctx: RaceContext) -> tuple[str, str]:
     """(PASS | FAIL | OPEN, why) for one gate on what `s` has measured so far."""
-    screened = s.screen.metrics.get(gate.metric) if gate.metric in s.screen.metrics else (
-        getattr(s.screen.costs, gate.metric, None) if gate.metric in SCREENED_COSTS else None)
-    if screened is not None or gate.metric in SCREENED_COSTS or gate.metric in s.screen.metrics:
+    if gate.metric in s.screen.metrics or gate.metric in SCREENED_COSTS:  # measured on every question by screening
+        screened = s.screen.metrics.get(gate.metric, getattr(s.screen.costs, gate.metric, None))
         verdict = gate.evaluate({gate.metric: screened})
         on = f"on all {ctx.n_questions} questions"
         return (PASS if verdict.passed else FAIL), f"{verdict.message} {on}"
     values = s.scored.per_query.get(gate.metric) if s.scored is not None else None
     if values is None:
         return OPEN, f"{gate.metric} not measured yet"
-    iv = mean_interval(values, ctx.confidence, ctx.seed)
+    iv = mean_interval(values, ctx.confidence, seed=ctx.seed)
     if iv is None:
         return OPEN, f"{gate.metric} not measured yet"
     n = sum(v is not None for v in values)
@@ -225,7 +214,7 @@ def dropped_trial(s: Standing, ctx: RaceContext, query_ids: list[str], keep: set
                 aligned[position[qid]] = value
             if name in keep:
                 per_query[name] = aligned
-            iv = mean_interval(values, ctx.confidence, ctx.seed)
+            iv = mean_interval(values, ctx.confidence, seed=ctx.seed)
             metrics[name] = None if iv is None else iv.mean
             if iv is not None:
                 intervals[name] = iv
@@ -247,7 +236,7 @@ def race(plans: list[tuple[str, PlanConfig]], queries: list[Any], ctx: RaceConte
     """Screen every trial on every question, then race the rest on growing subsets (see the module docstring)."""
     from tqdm import tqdm
 
-    retrieval = [n for n in names if "@" in n]  # rank metrics and span recall: what screening measures
+    retrieval = retrieval_names(names)
     standings = []
     for tid, plan in tqdm(plans, desc="race screening", disable=not progress):
         outcomes, index = screen(tid, plan)
@@ -264,6 +253,11 @@ def race(plans: list[tuple[str, PlanConfig]], queries: list[Any], ctx: RaceConte
     return standings, race_summary(config, sizes, len(plans), rounds, screened_out, made, len(queries))
 
 
+def retrieval_names(names: list[str]) -> list[str]:
+    """The rank metrics and span recall among `names` (all named METRIC@K): what screening measures."""
+    return [n for n in names if "@" in n]
+
+
 def screened(trial: Trial, retrieval: list[str]) -> Trial:
     """A trial scored on outcomes without answers, less the answer figures such scoring leaves empty."""
     return trial.model_copy(update={"metrics": {n: v for n, v in trial.metrics.items() if n in retrieval},
@@ -275,7 +269,7 @@ def measured_trial(s: Standing, trial: Trial, ctx: RaceContext) -> Trial:
     intervals = dict(trial.intervals)
     for name, values in trial.per_query.items():
         if name not in s.screen.metrics and name not in intervals:
-            iv = mean_interval(values, ctx.confidence, ctx.seed)
+            iv = mean_interval(values, ctx.confidence, seed=ctx.seed)
             if iv is not None:
                 intervals[name] = iv
     return trial.model_copy(update={"intervals": intervals, "race": RaceInfo(

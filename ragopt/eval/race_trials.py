@@ -7,7 +7,7 @@ from __future__ import annotations
 from contextlib import nullcontext
 from typing import Any
 
-from ragopt.eval.race import MEASURED, RaceContext, dropped_trial, measured_trial, race, screened
+from ragopt.eval.race import MEASURED, RaceContext, dropped_trial, measured_trial, race, retrieval_names, screened
 from ragopt.eval.results import RaceSummary, Trial
 from ragopt.eval.runner import best_per_doc
 from ragopt.eval.trials import TrialRunner, score_trial
@@ -52,7 +52,7 @@ def _optuna_sample(plans: list[tuple[str, PlanConfig]], screen: Any, score: Any,
     """The trials Optuna's TPE samples (`max_trials`, seeded), told each one's screening, in plan order."""
     from ragopt.eval.search import optuna_search
 
-    retrieval = [n for n in names if "@" in n]
+    retrieval = retrieval_names(names)
     sampled: set[str] = set()
 
     def evaluate(tid: str, plan: PlanConfig) -> Trial:

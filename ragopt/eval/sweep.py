@@ -110,7 +110,7 @@ def run_sweep(
     trials: list[Trial] = []
     latencies: dict[str, list[float]] = {}
     ran: dict[str, PlanConfig] = {}
-    generations = [Generations()]
+    generations = Generations()
 
     def record(tid: str, plan: PlanConfig, trial: Trial, ms: list[float], rankings: Any) -> Trial:
         trials.append(trial)
@@ -122,7 +122,8 @@ def run_sweep(
 
     def evaluate(tid: str, plan: PlanConfig) -> Trial:
         outcomes, index = runner.run(plan, queries, tid)
-        generations[0] = generations[0].plus(fresh_generations(outcomes))
+        nonlocal generations
+        generations = generations.plus(fresh_generations(outcomes))
         trial = score_trial(tid, plan, outcomes, index, evalset, config, names, keep, runner.cache, runner.judge)
         if on_trial is not None:
             on_trial(trial, outcomes)
@@ -135,7 +136,7 @@ def run_sweep(
             from ragopt.eval.race_trials import race_trials
 
             summary = race_trials(plans, runner, config, names, keep, gates, record, on_trial, progress)
-            generations[0] = summary.generations
+            generations = summary.generations
         else:
             _dispatch(plans, runner, config, names, keep, gates, record, evaluate, rankings=runs_dir is not None, progress=progress)
     finally:
@@ -146,7 +147,7 @@ def run_sweep(
             resources.close()
     selected, reasons = select(trials, gates)
     results = _results(evalset, requested, config, runner.embedder(plans[0][1]), gates, trials, selected)
-    results.generations = generations[0] if config.answers_on() else None
+    results.generations = generations if config.answers_on() else None
     results.race = summary
     return SweepOutcome(results, latencies, reasons, time.perf_counter() - t_start, ran, config)
 
