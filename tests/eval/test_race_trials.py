@@ -53,6 +53,9 @@ def test_a_rerun_reuses_every_answer(raced: dict[str, Any]) -> None:
     assert again.generations.generated == 0 and again.generations.answers == first.generations.answers > 0
     assert again.selected == first.selected
     assert [t.race for t in again.trials] == [t.race for t in first.trials]
+    widened = run_sweep(raced["evalset"], CONFIG.model_copy(update={"race": "off"}), raced["root"] / "ws-race",
+                        progress=False).results  # the full grid after the race: only the answers the race did not make
+    assert widened.generations.generated == raced["grid"].results.generations.generated - first.generations.generated
 
 
 def test_dropped_trials_are_marked_in_every_output(raced: dict[str, Any], tmp_path: Path) -> None:
