@@ -10,7 +10,7 @@ each selects, and the full grid's figures of the race's pick beside the grid's p
 citation precision, the paired bootstrap interval (95%, seeded) of the difference over the grid's per-question
 figures. Within noise means the interval contains zero. Prints every scenario; --json prints one JSON object.
 
-Usage: python benchmarks/bench_race.py [--scenarios main,smollm2] [--questions 40] [--max-tokens 48]
+Usage: python benchmarks/bench_race.py [--scenarios main,smollm2] [--questions 80] [--max-tokens 48]
                                        [--keep DIR] [--json]
 """
 
@@ -29,13 +29,15 @@ from pathlib import Path
 from typing import Any
 
 SCENARIOS = ("main", "smollm2")
-SMOLLM2_GATES = ("recall@5>=0.85", "answer_contains_reference>=0.3")
+# answer_contains_reference 0.15: inside the 0.100-0.275 that SmolLM2-135M measured over these 12 trials on 40 other
+# questions, so that the answers decide which trials pass (at 0.3 none did, and there was no pick to compare)
+SMOLLM2_GATES = ("recall@5>=0.85", "answer_contains_reference>=0.15")
 
 
 def parse_args() -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--scenarios", default=",".join(SCENARIOS), help="comma-separated: main,smollm2")
-    p.add_argument("--questions", type=int, default=40, help="smollm2: questions sampled from the shipped set (seeded)")
+    p.add_argument("--questions", type=int, default=80, help="smollm2: questions sampled from the shipped set (seeded)")
     p.add_argument("--max-tokens", type=int, default=48, help="smollm2: the answer's token budget")
     p.add_argument("--keep", help="keep every workspace and output under this folder (default: a temporary one)")
     p.add_argument("--json", action="store_true")

@@ -6,13 +6,15 @@ the trials that can still win, under the sweep's own objective (the cheapest tri
 1. Screening, no answer at all: every trial's pipeline runs up to its prompt on every question, which measures its
    retrieval metrics and its context tokens on all of them. Those figures are the full grid's own, so a gate on
    them is decided as the grid decides it: a trial that fails one is dropped and never answered.
-2. Rounds over growing, nested, seeded question subsets (`race_schedule`, e.g. 10%, 25%, 50%, 100%). After each,
-   a gate on an answer metric is decided beyond noise only: the bootstrap interval of the metric's mean over the
-   answered questions (at `race_confidence`) lies wholly past its threshold. A trial is dropped when it fails a
-   gate that way, or when it costs more (context tokens, measured on every question) than the leader: the
-   cheapest trial whose every gate is decided as passing.
-3. The last round is every question: the survivors, the leader among them, are measured as the grid measures
-   them, and the grid's selection runs over them.
+2. Rounds over growing, nested, seeded question subsets (`race_schedule`, e.g. 10%, 25%, 50%, 100%), one trial
+   at a time in the objective's order, cheapest first. After each round, a gate on an answer metric is decided
+   beyond noise only: the bootstrap interval of the metric's mean over the answered questions (at
+   `race_confidence`) lies wholly past its threshold. A trial that fails a gate that way is dropped; one that
+   does not answers the next round, the last being every question.
+3. The first trial that passes every gate on every question, as the grid measures it, is the leader: the grid
+   picks no trial that costs more (context tokens, measured on every question), so every such trial is dropped
+   without answering. Trials as cheap as the leader still race (the grid breaks their tie on latency), and the
+   grid's selection runs over the trials measured on every question.
 
 Answers are remembered by the stage memo (the answer of the same passages) and each round's outcomes by the
 trial-outcome cache, so a raced sweep run again, or widened to the full grid, reuses every answer it made.
@@ -28,7 +30,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from ragopt.eval.executor import QueryOutcome
-from ragopt.eval.gates import Gate, objective_key, quality_metric
+from ragopt.eval.gates import Gate, evaluate_gates, objective_key, quality_metric
 from ragopt.eval.heldout import mean_interval
 from ragopt.eval.results import Costs, Generations, Interval, RaceInfo, RaceRound, RaceSummary, Trial
 from ragopt.plan import PlanConfig
@@ -161,29 +163,45 @@ RunBatch = Callable[[list[tuple[Standing, list[Any]]]], list[list[QueryOutcome]]
 
 def run_rounds(standings: list[Standing], queries: list[Any], sizes: list[int], order: list[int], ctx: RaceContext,
                run_batch: RunBatch, score: ScoreFn, progress: bool) -> tuple[list[RaceRound], Generations]:
-    """The rounds after screening; returns what each round did and the generations made."""
-    rounds, made, before = [], Generations(), 0
-    for round_no, size in enumerate(sizes, start=1):
-        racing = [s for s in standings if s.status == RACING]
-        if not racing:
-            break
-        new = [queries[i] for i in order[before:size]]
-        for s, outcomes in zip(racing, run_batch([(s, new) for s in racing])):
-            made = made.plus(fresh_generations(outcomes))
+    """The rounds after screening, one trial at a time in the objective's order (cheapest first): each answers
+    round after round until it fails a gate beyond noise or has answered every question. The first trial that
+    then passes every gate on every question is the leader, the grid's pick unless a trial as cheap ties it, and
+    every trial that costs more is dropped unanswered. Returns what each round did and the generations made."""
+    quality = quality_metric(ctx.gates)
+    racing = sorted((s for s in standings if s.status == RACING), key=lambda s: objective_key(s.screen, quality))
+    answered_in, dropped_in = [0] * len(sizes), [[] for _ in sizes]
+    made_in = [Generations() for _ in sizes]
+    leader: Standing | None = None
+    for s in racing:
+        if leader is not None and objective_key(s.screen, quality)[0] > objective_key(leader.screen, quality)[0]:
+            s.status, s.round = DROPPED, len(sizes)
+            s.reason = (f"costs more than the leader {leader.tid} ({_tokens(s)} vs {_tokens(leader)} context tokens "
+                        f"on all {ctx.n_questions} questions), which passes every gate on every question")
+            dropped_in[-1].append(s.tid)
+            continue
+        before = 0
+        for round_no, size in enumerate(sizes, start=1):
+            outcomes = run_batch([(s, [queries[i] for i in order[before:size]])])[0]
+            made_in[round_no - 1] = made_in[round_no - 1].plus(fresh_generations(outcomes))
             s.answered.update((o.query_id, o) for o in outcomes)
             s.scored_ids = [queries[i].id for i in order[:size]]
             s.scored = score(s, [s.answered[qid] for qid in s.scored_ids])
-            s.round = round_no
-        dropped = decide(standings, ctx, round_no) if size < len(queries) else []
-        rounds.append(RaceRound(round=round_no, questions=size, racing=len(racing), dropped=[s.tid for s in dropped],
-                                generated=made.generated))
+            s.round, before = round_no, size
+            answered_in[round_no - 1] += 1
+            if size < len(queries) and decide([s], ctx, round_no):
+                dropped_in[round_no - 1].append(s.tid)
+                break
         if progress:
-            _log(f"race round {round_no}: {size} questions, {len(racing)} trials answered, {len(dropped)} dropped, "
-                 f"{made.generated} generations so far")
-        before = size
-    for s in standings:
+            _log(f"race: {s.tid} answered {before} questions: " + (s.reason or "every question"))
         if s.status == RACING:
             s.status = MEASURED
+            if leader is None and all(v.passed for v in evaluate_gates(s.scored, ctx.gates)):
+                leader = s
+    rounds, made = [], Generations()
+    for i, size in enumerate(sizes):
+        made = made.plus(made_in[i])
+        rounds.append(RaceRound(round=i + 1, questions=size, racing=answered_in[i], dropped=dropped_in[i],
+                                generated=made_in[i].generated))
     return rounds, made
 
 
@@ -220,8 +238,9 @@ def dropped_trial(s: Standing, ctx: RaceContext, query_ids: list[str], keep: set
                 intervals[name] = iv
         latency = {k: v for k, v in s.scored.costs.model_dump().items() if k.endswith("_ms")}
         costs = costs.model_copy(update=latency)
+    unanswered = [None] * len(query_ids)  # a kept metric it never measured: null on every question
     return s.screen.model_copy(update={
-        "metrics": metrics, "costs": costs, "per_query": {n: v for n, v in per_query.items() if n in keep},
+        "metrics": metrics, "costs": costs, "per_query": {n: per_query.get(n, unanswered) for n in names if n in keep},
         "intervals": intervals,
         "race": RaceInfo(status=DROPPED, round=s.round, reason=s.reason or "", answered=len(s.scored_ids),
                          questions=len(query_ids))})

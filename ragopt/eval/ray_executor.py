@@ -203,8 +203,8 @@ def run_outcomes(evalset: EvalSet, config: SweepConfig, workspace: str, tid: str
 
 @contextmanager
 def race_batches(runner: Any, config: SweepConfig, plans: Sequence[tuple[str, PlanConfig]]) -> Iterator[Callable[..., Any]]:
-    """A race's answering runs as Ray tasks, one per trial and round, over the driver's workspace (indexes built
-    here first); yields the race's `run_batch`."""
+    """A race's answering runs as Ray tasks, each round's questions split over the cluster's CPUs, over the driver's
+    workspace (indexes built here first); yields the race's `run_batch`."""
     from ragopt.eval.executor import code_fingerprint
 
     require_ray()
@@ -218,13 +218,21 @@ def race_batches(runner: Any, config: SweepConfig, plans: Sequence[tuple[str, Pl
         shared = [ray.put(runner.evalset), ray.put(config), workspace]
         code = code_fingerprint()
 
+        # the race answers one trial at a time: a round's questions are split over the cluster's CPUs
+        width = max(1, int(ray.cluster_resources().get("CPU", 1)))
+
         def run_batch(items: list[tuple[Any, list[Any]]]) -> list[list[Any]]:
-            refs = [task.remote(*shared, s.tid, s.plan, [q.id for q in questions], code) for s, questions in items]
+            tasks = [(k, s, [q.id for q in questions[i::width]]) for k, (s, questions) in enumerate(items)
+                     for i in range(min(width, len(questions)))]
             try:
-                return ray.get(refs)
+                parts = ray.get([task.remote(*shared, s.tid, s.plan, ids, code) for _, s, ids in tasks])
             except RayTaskError as exc:
                 if isinstance(exc.cause, InputError):
                     raise exc.cause from None
                 raise
+            found: list[dict[str, Any]] = [{} for _ in items]
+            for (k, _, _), outcomes in zip(tasks, parts):
+                found[k].update((o.query_id, o) for o in outcomes)
+            return [[found[k][q.id] for q in questions] for k, (_, questions) in enumerate(items)]
 
         yield run_batch

@@ -147,7 +147,7 @@ class RaceRound(_Model):
     questions: int = Field(description="questions answered by the end of the round")
     racing: int = Field(description="trials that answered in the round")
     dropped: list[str] = Field(default_factory=list)
-    generated: int = Field(description="generator calls made so far")
+    generated: int = Field(description="generator calls made in the round")
 
 
 class RaceSummary(_Model):

@@ -44,6 +44,9 @@ def test_the_race_picks_the_grids_trial_with_the_grids_figures_confirmed_on_ever
     for name in ("answer_contains_reference", "citation_precision", "recall@10", "ndcg@10"):
         assert picked.metrics[name] == same.metrics[name], name
     assert race.race.rounds[-1].questions == len(race.query_ids)
+    costlier = [t for t in race.trials if t.costs.context_tokens > picked.costs.context_tokens]
+    assert costlier and all(t.race.answered == 0 and t.race.reason.startswith(f"costs more than the leader {picked.id}")
+                            for t in costlier)  # the leader was confirmed first, cheapest first: they never answer
     assert race.generations.answers < grid.generations.answers == len(grid.trials) * len(grid.query_ids)
 
 
@@ -62,9 +65,10 @@ def test_dropped_trials_are_marked_in_every_output(raced: dict[str, Any], tmp_pa
     results = raced["race"].results
     dropped = [t for t in results.trials if t.dropped]
     assert dropped and all(t.race.answered < len(results.query_ids) for t in dropped)
+    assert any(t.race.answered == 0 for t in dropped)  # costlier than the confirmed leader: never answered
     for t in dropped:  # never shown as measured on every question
         assert t.per_query["answer_contains_reference"].count(None) >= len(results.query_ids) - t.race.answered
-        assert "answer_contains_reference" in t.intervals
+        assert ("answer_contains_reference" in t.intervals) == (t.race.answered > 0)
     paths = write_outputs(results, tmp_path, raced["race"].latencies)
     saved = json.loads(paths["json"].read_text())
     assert {t["id"] for t in saved["trials"] if (t["race"] or {}).get("status") == "dropped"} == {t.id for t in dropped}
