@@ -15,6 +15,8 @@ records which. A qdrant-edge index of a changed corpus is updated in place (rago
 
 from __future__ import annotations
 
+import copy
+
 import json
 import os
 import shutil
@@ -115,6 +117,16 @@ class Index:
     @cached_property
     def store(self) -> VectorStore:
         return _make_store(self.path, self.manifest, self.store_config, self.resources)
+
+    def searched_with(self, store_config: StoreConfig) -> "Index":
+        """This index searched with `store_config`'s search settings: a view sharing its open shard and chunks
+        (a qdrant-edge shard); the index itself for the other stores, whose search has no such settings."""
+        if self.manifest.store != EDGE_ENGINE or store_config.search_settings() == self.store_config.search_settings():
+            return self
+        view = copy.copy(self)
+        view.__dict__ = {**self.__dict__, "store_config": store_config, "store": self.store.searched_with(store_config)}
+        view._own_resources = False  # closing is the index's own business
+        return view
 
     def open_store(self) -> float | None:
         """Open a qdrant-edge shard now; the seconds it took (None for the other stores, which open at first use)."""

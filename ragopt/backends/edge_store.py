@@ -74,6 +74,16 @@ class EdgeStore:
         self.folder = Path(folder)
         self.config = config or StoreConfig(engine=ENGINE)
         self.open_s: float | None = None
+        self.borrowed = False  # a view of another store's open shard (searched_with): closing it closes nothing
+
+    def searched_with(self, config: StoreConfig) -> "EdgeStore":
+        """This shard, opened once, searched with `config`'s search settings (ef, rescore, oversampling, exact):
+        a sweep compares them without opening the shard again."""
+        view = EdgeStore(self.folder, config)
+        self.open()
+        view.__dict__.update({name: getattr(self, name) for name in ("_shard", "_ids", "_keys", "_lookup")})
+        view.open_s, view.borrowed = self.open_s, True
+        return view
 
     # -- reading ---------------------------------------------------------------------------------------
     @cached_property
@@ -231,7 +241,7 @@ class EdgeStore:
 
     def close(self) -> None:
         shard = self.__dict__.pop("_shard", None)
-        if shard is not None:
+        if shard is not None and not self.borrowed:
             shard.close()
         for attr in ("_ids", "_keys", "_lookup"):
             self.__dict__.pop(attr, None)

@@ -28,7 +28,8 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p.add_argument("--save-runs", action="store_true", help="write one TREC run file per trial under OUT/runs/")
     p.add_argument("--remeasure", action="store_true", help="run every stage again to re-measure latency instead of reusing an earlier run's")
     p.add_argument("--set", action="append", default=[], metavar="KIND.KNOB=V1,V2",
-                   help="a stage knob's values, e.g. rerank.depth=0,20,50 (repeatable; see `ragopt stages`)")
+                   help="a stage knob's values, e.g. rerank.depth=0,20,50, or the vector store's, e.g. "
+                        "store.hnsw_ef=32,64,128 (repeatable; see `ragopt stages`, docs/vector-stores.md)")
     p.add_argument("--select-split", help="select the configuration on this split (e.g. train) ...")
     p.add_argument("--report-split", help="... and report it, with bootstrap intervals, on this one (e.g. test)")
     p.add_argument("--holdout", type=float, help="no splits: select on a seeded random share of queries, report on the rest (e.g. 0.3)")
@@ -165,9 +166,13 @@ def _apply_stage_settings(assignments: list[str], data: dict[str, Any], flags: d
 
     for assignment in assignments:
         kind, knob, values = _stage_setting(assignment)
+        if kind == "store":  # the vector store's knobs (STORE_KNOBS): checked with the whole config
+            data.setdefault("store", {})[knob] = values if len(values) > 1 else values[0]
+            flags["store"] = "--set"
+            continue
         data.setdefault("stages", {}).setdefault(kind, {})[knob] = values if len(values) > 1 else values[0]
         flags["stages"] = "--set"
-    for kind in {_stage_setting(a)[0] for a in assignments}:
+    for kind in {_stage_setting(a)[0] for a in assignments} - {"store"}:
         try:
             validate_stage_values(kind, data["stages"][kind], "--set")
         except InputError as exc:  # named as the flag names it: KIND.KNOB
@@ -184,7 +189,8 @@ def _validate_naming_flags(data: dict[str, Any], source: str, flags: dict[str, s
     try:
         return validate(SweepConfig, data, source)
     except InputError as exc:
-        flag = flags.get((exc.field or "").split(".")[0])
+        # a rule across keys names its key in the message ("store.hnsw_ef: ...")
+        flag = flags.get((exc.field or "").split(".")[0]) or flags.get(exc.message.split(".", 1)[0])
         if flag is None:
             raise
         raise InputError(exc.message.removeprefix("Value error, "), field=flag) from None

@@ -13,7 +13,7 @@ import itertools
 import re
 from typing import Any, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, ValidationError, field_validator, model_validator
 
 from ragopt.config import (BM25Config, ChunkerConfig, EmbedderConfig, check_embedder_name, FusionConfig, RetrievalConfig, StoreConfig,
                            StrictModel, fingerprint, knobs, validate)
@@ -22,6 +22,7 @@ from ragopt.eval.results import ROUTED_SMALL_SHARE
 from ragopt.judge.judges import JudgeConfig
 from ragopt.judge.judging import METRICS as JUDGED_METRICS
 from ragopt.plan import PlanConfig, kind_in_slot, spec_for, validate_stage_values
+from ragopt.plan.model import STORE_KNOBS
 from ragopt.stages.spec import GENERATE_SLOT, PROMPT_SLOT, ROUTED
 
 RANK_METRICS = ("recall", "ndcg", "mrr", "precision", "hit")
@@ -62,6 +63,8 @@ class SweepConfig(StrictModel):
         default_factory=list, description="BM25 analyzers to compare, for the bm25 and hybrid retrievers (default: bm25.analyzer)")
     fusion_depth: int = Field(100, gt=0)
     store: StoreConfig = StoreConfig()
+    store_sweep: dict[str, list[Any]] = Field(
+        default_factory=dict, description="[store] knobs given as lists: each a dimension of the grid (STORE_KNOBS)")
     baseline: BaselineConfig | None = None
     answers: Literal["none", "extractive"] = Field(
         "none", description="shorthand for [stages.generate] generator = 'extractive': answer and score citations"
@@ -89,6 +92,21 @@ class SweepConfig(StrictModel):
     select_split: str | None = Field(None, description="select on this split ...")
     report_split: str | None = Field(None, description="... and report the selected trial on this one")
     holdout: float | None = Field(None, gt=0, lt=1, description="no splits: hold this share of queries out (seeded)")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _store_lists_are_dimensions(cls, data: Any) -> Any:
+        """`[store] hnsw_ef = [32, 128]`: a list on a store knob sweeps it, as a list on a stage knob does."""
+        store = data.get("store") if isinstance(data, dict) else None
+        if not isinstance(store, dict) or not any(isinstance(v, list) for v in store.values()):
+            return data
+        lists = {k: v for k, v in store.items() if isinstance(v, list)}
+        unknown = sorted(set(lists) - set(STORE_KNOBS))
+        if unknown:
+            raise ValueError(f"store.{unknown[0]} is not a knob a sweep varies; knobs: {', '.join(STORE_KNOBS)}")
+        if any(not v for v in lists.values()):
+            raise ValueError(f"store.{next(k for k, v in lists.items() if not v)}: an empty list sweeps nothing")
+        return {**data, "store": {k: v for k, v in store.items() if k not in lists}, "store_sweep": lists}
 
     @field_validator("top_k")
     @classmethod
@@ -139,7 +157,29 @@ class SweepConfig(StrictModel):
             raise ValueError('retriever "langchain" and a langchain target ("module:attribute") go together')
         if self.holdout is not None and self.select_split is not None:
             raise ValueError("holdout is for sets without splits: give either holdout or select_split/report_split")
+        self.store_configs()  # every swept store value, with the others: named before any work
         return self
+
+    def store_configs(self) -> list[StoreConfig | None]:
+        """The stores the grid compares: None (the sweep's one `store`, left out of the plans) without [store]
+        lists, else every combination of them over `store`."""
+        if not self.store_sweep:
+            return [None]
+        base = self.store.model_dump()
+        out: dict[str, StoreConfig] = {}
+        for combo in itertools.product(*self.store_sweep.values()):
+            values = {**base, **dict(zip(self.store_sweep, combo))}
+            if values["engine"] == "exact":  # HNSW knobs mean nothing to exact search: one exact trial, not one per value
+                values.update({k: StoreConfig.model_fields[k].default for k in STORE_KNOBS if k != "engine"})
+            try:
+                config = StoreConfig.model_validate(values)
+            except ValidationError as exc:  # one line naming the key and the swept value that failed
+                err = exc.errors()[0]
+                msg = err["msg"].removeprefix("Value error, ")
+                key = ".".join(str(x) for x in err["loc"]) or "/".join(self.store_sweep)
+                raise ValueError(f"store.{key}: {msg}, got {values.get(key, combo)!r}") from None
+            out.setdefault(config.fingerprint(), config)
+        return list(out.values())
 
     @field_validator("stages")
     @classmethod
@@ -211,11 +251,12 @@ class SweepConfig(StrictModel):
         out = []
         for embedder in self.embedder_configs():
             for chunker in self.chunkers():
-                for k in self.top_k:
-                    for variant in self.retrieval_variants(k):
-                        for choice in choices:
-                            out.append((self.trial_id(embedder, chunker, variant, choice, varying),
-                                        self.plan(embedder, chunker, variant, choice)))
+                for store in self.store_configs():
+                    for k in self.top_k:
+                        for variant in self.retrieval_variants(k):
+                            for choice in choices:
+                                plan = self.plan(embedder, chunker, variant, choice).model_copy(update={"store": store})
+                                out.append((self.trial_id(embedder, chunker, variant, choice, varying, store), plan))
         return out
 
     def _effective(self, choice: dict[str, Any]) -> dict[str, Any]:
@@ -251,7 +292,7 @@ class SweepConfig(StrictModel):
         return PlanConfig(chunker=chunker, embedder=embedder, retrieval=variant, stages=stages)
 
     def trial_id(self, embedder: EmbedderConfig, chunker: ChunkerConfig, variant: RetrievalConfig,
-                 choice: dict[str, Any], varying: list[str]) -> str:
+                 choice: dict[str, Any], varying: list[str], store: StoreConfig | None = None) -> str:
         chunk = "whole" if chunker.mode == "whole" else f"c{chunker.size}-o{chunker.overlap}"
         retr = variant.retriever
         if retr == "hybrid":
@@ -262,6 +303,10 @@ class SweepConfig(StrictModel):
         if len(self.embedder_configs()) > 1:
             parts.insert(0, "emb-" + embedder_label(embedder.model))
         parts += [f"{dim.replace('.', '-')}{_short(choice[dim])}" for dim in varying]
+        if store is not None:
+            used = ("engine",) if store.engine == "exact" else STORE_KNOBS  # exact search has no HNSW settings
+            parts += [f"store-{name}{_short(getattr(store, name))}" for name, values in self.store_sweep.items()
+                      if len(values) > 1 and name in used]
         return "_".join(parts)
 
     def cutoffs(self) -> list[int]:

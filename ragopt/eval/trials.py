@@ -63,10 +63,11 @@ class TrialRunner:
         from ragopt.index import build_index
 
         embedder = self.embedder(plan)
-        key = f"{plan.embedder.fingerprint()}:{plan.chunker.fingerprint()}"
+        store = plan.store or self.config.store  # a swept store: its shard settings make another index
+        key = f"{plan.embedder.fingerprint()}:{plan.chunker.fingerprint()}:{store.engine}:{store.shard_settings()}"
         if key not in self._indexes:
             report = build_index(
-                self.evalset.documents, plan.chunker, embedder, self.workspace, store_config=self.config.store,
+                self.evalset.documents, plan.chunker, embedder, self.workspace, store_config=store,
                 progress=self.progress, resources=self.resources, dense=any(map(needs_vectors, self.config.retrievers)),
             )
             m = report.index.manifest
@@ -74,7 +75,7 @@ class TrialRunner:
                  + ("reused" if report.reused else f"built in {report.seconds:.1f} s, embedded {report.embedded} texts"))
             self._chunks.update((c.id, c) for c in report.index.chunks)
             self._indexes[key] = report.index
-        return self._indexes[key]
+        return self._indexes[key].searched_with(store)
 
     def run(self, plan: PlanConfig, queries: list[Any], desc: str, last_slot: str | None = None) -> tuple[list[QueryOutcome], Any]:
         """The plan's outcomes on `queries` (its stages up to `last_slot` when given), and the index it ran over."""

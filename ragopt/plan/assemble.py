@@ -73,8 +73,10 @@ def pipeline_for(plan: PlanConfig, index: Index | None, embedder: Embedder, work
 
 def build_or_reuse_index(plan: PlanConfig, documents: Sequence[Document], workspace: Path, *, store: StoreConfig | None = None,
                resources: Any = None, progress: bool = True) -> tuple[Any, Embedder]:
-    """Build (or reuse) the plan's index over `documents`: (build report, embedder)."""
+    """Build (or reuse) the plan's index over `documents`: (build report, embedder). A plan a sweep measured with
+    a store of its own (`PlanConfig.store`) gets that store, whatever `store` says: serve what was selected."""
     embedder = make_embedder(workspace, plan.embedder, resources)
+    store = plan.store or store
     report = build_index(documents, plan.chunker, embedder, workspace, store_config=store, progress=progress, resources=resources,
                          dense=needs_vectors(plan.retrieval.retriever))
     return report, embedder

@@ -7,9 +7,13 @@ from typing import Any, Sequence
 
 from pydantic import BaseModel, Field
 
-from ragopt.config import ChunkerConfig, EmbedderConfig, RetrievalConfig, StrictModel, knobs, validate
+from ragopt.config import ChunkerConfig, EmbedderConfig, RetrievalConfig, StoreConfig, StrictModel, knobs, validate
 from ragopt.errors import InputError
 from ragopt.plan.registry import spec_for
+
+
+# the store settings a sweep may vary, each a list under [store] (docs/vector-stores.md)
+STORE_KNOBS = ("engine", "hnsw_m", "hnsw_ef_construct", "hnsw_ef", "quantization", "rescore", "oversampling", "exact")
 
 
 class PlanConfig(StrictModel):
@@ -19,6 +23,8 @@ class PlanConfig(StrictModel):
     embedder: EmbedderConfig = EmbedderConfig()
     retrieval: RetrievalConfig = RetrievalConfig()
     stages: dict[str, dict[str, Any]] = Field(default_factory=dict, description="stage kind -> its config values")
+    store: StoreConfig | None = Field(None, description="the vector store a sweep measured this plan with; None: the "
+                                                        "store the caller gives (flags, workspace default)")
 
     def stage_config(self, kind: str) -> BaseModel:
         spec = spec_for(kind)
@@ -46,6 +52,8 @@ class PlanConfig(StrictModel):
             config = self.stage_config(kind)
             for name in knobs(type(config)):
                 out[f"{kind}.{name}"] = getattr(config, name)
+        if self.store is not None:
+            out.update({f"store.{name}": value for name, value in self.store.model_dump().items() if name in STORE_KNOBS})
         return out
 
 

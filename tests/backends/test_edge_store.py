@@ -96,3 +96,22 @@ def test_an_update_in_place_is_searched_next_and_the_shard_reopens(tmp_path: Pat
     assert reopened.open() >= 0 and reopened.count() == 500
     assert reopened.search(vectors[3], 10, north) == before
     reopened.close()
+
+
+def test_a_view_searches_the_open_shard_with_its_own_settings_as_a_fresh_open_does(tmp_path: Path) -> None:
+    rng = np.random.default_rng(2)
+    vectors = rng.normal(size=(N, DIM)).astype(np.float32)  # no clusters: a sparse graph misses neighbours here
+    store = build(tmp_path / "s", chunks_for([None] * N), vectors, hnsw_m=4, hnsw_ef_construct=8, quantization="none")
+    queries = rng.normal(size=(30, DIM)).astype(np.float32)
+    narrow = StoreConfig(engine="qdrant-edge", hnsw_m=4, hnsw_ef_construct=8, quantization="none", hnsw_ef=1)
+    view = store.searched_with(narrow)
+    assert view._shard is store._shard  # the same open shard, not a second one
+    got = [view.search(q, 10, None) for q in queries]
+    store_hits = [store.search(q, 10, None) for q in queries]  # the store's own ef (128) is untouched
+    view.close()  # closes nothing it borrowed
+    assert [store.search(q, 10, None) for q in queries] == store_hits
+    store.close()
+    fresh = EdgeStore(tmp_path / "s", narrow)
+    assert [fresh.search(q, 10, None) for q in queries] == got
+    assert (view._params().hnsw_ef, store.config.hnsw_ef) == (1, 128)  # each searches with its own settings
+    fresh.close()
