@@ -3,7 +3,8 @@
 resident memory, disk size, open time, a 1% tenant's line, and the time to update 1% of the points.
 
     python benchmarks/bench_vector.py [--sizes 20000,100000] [--queries 300] [--engines numpy-exact,qdrant-edge]
-        [--edge int8,none] [--ef 32,64,128,256] [--update-sizes 100000] [--json]
+        [--edge int8,none] [--ef 32,64,128,256] [--oversampling 2,4]
+        [--update-sizes 100000] [--json]
 
 The real part: every SciFact document (title + text, one chunk each, as `ragopt index` builds it) embedded with
 MiniLM through ragopt (cached in the workspace, so only the first run pays), and the test claims as queries. To
@@ -93,8 +94,14 @@ def row_chunks(owners: list[str | None]) -> list[Chunk]:
     return [Chunk(id=str(i), doc_id=str(i), start=0, end=0, text="", tenant=o) for i, o in enumerate(owners)]
 
 
-def edge_config(setting: str, ef: int = 128, exact: bool = False) -> StoreConfig:
-    return StoreConfig(engine="qdrant-edge", quantization=setting, hnsw_ef=ef, exact=exact)  # type: ignore[arg-type]
+def edge_config(setting: str, ef: int = 128, exact: bool = False, oversampling: float = 2.0) -> StoreConfig:
+    return StoreConfig(engine="qdrant-edge", quantization=setting, hnsw_ef=ef, exact=exact,  # type: ignore[arg-type]
+                       oversampling=oversampling)
+
+
+def search_label(ef: int, oversampling: float, args_oversampling: list[float]) -> str:
+    """The results key of one search setting: the ef, and the oversampling where more than the default is tried."""
+    return str(ef) if args_oversampling == [2.0] else f"{ef}/os{oversampling:g}"
 
 
 def build(engine: str, setting: str, folder: Path, vectors: np.ndarray, chunks: list[Chunk]) -> float:
@@ -140,10 +147,11 @@ def update_one_percent(engine: str, setting: str, folder: Path, vectors: np.ndar
     return {"update_s": update_s, "points": len(changed), "found_first_after_update": float(np.mean([bool(f) and f[0][0] == i for f, i in zip(firsts, probe)]))}
 
 
-def probe(engine: str, setting: str, folder: Path, qfile: Path, tenants: list[str], efs: list[int]) -> dict[str, Any]:
-    """Open the store and run the queries in a fresh child process; its JSON."""
+def probe(engine: str, setting: str, folder: Path, qfile: Path, tenants: list[str],
+          searches: list[tuple[str, int, float]]) -> dict[str, Any]:
+    """Open the store and run the queries in a fresh child process, once per (label, ef, oversampling); its JSON."""
     cmd = [sys.executable, __file__, "--probe", json.dumps({"engine": engine, "setting": setting, "folder": str(folder),
-                                                            "queries": str(qfile), "tenants": tenants, "efs": efs})]
+                                                            "queries": str(qfile), "tenants": tenants, "searches": searches})]
     done = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])})
     if done.returncode != 0:
         raise RuntimeError(f"probe failed: {done.stderr[-2000:]}")
@@ -163,9 +171,10 @@ def run_probe(spec: dict[str, Any]) -> dict[str, Any]:
     asked = [Query(text="", tenant=t) for t in spec["tenants"]]
     before = rss_mb()
     out: dict[str, Any] = {"runs": {}}
-    for ef in spec["efs"]:
+    for label, ef, oversampling in spec["searches"]:
         t0 = time.perf_counter()
-        store: Any = ExactStore(spec["folder"]) if spec["engine"] == "numpy-exact" else EdgeStore(spec["folder"], edge_config(spec["setting"], ef))
+        store: Any = (ExactStore(spec["folder"]) if spec["engine"] == "numpy-exact"
+                      else EdgeStore(spec["folder"], edge_config(spec["setting"], ef, oversampling=oversampling)))
         if isinstance(store, EdgeStore):
             store.open()
         else:
@@ -179,7 +188,7 @@ def run_probe(spec: dict[str, Any]) -> dict[str, Any]:
             hits = store.search(q, 10, a)
             ms.append((time.perf_counter() - t1) * 1000)
             found.append([p for p, _ in hits])
-        out["runs"][str(ef)] = {"ms": ms, "found": found}
+        out["runs"][label] = {"ms": ms, "found": found}
         out.setdefault("rss_mb", rss_mb() - before)
         store.close()
     return out
@@ -222,9 +231,11 @@ def measure_size(n: int, real: np.ndarray, queries: np.ndarray, rng: np.random.G
             folder = scratch / f"{name}-{n}"
             log(f"{n} rows: building {name} ...")
             build_s = build(engine, setting, folder, vectors, chunks)
-            efs = [int(e) for e in args.ef.split(",")] if engine == "qdrant-edge" else [0]
-            log(f"{n} rows: {name} built in {build_s:.1f} s; probing {len(all_queries)} filtered queries at ef {efs} ...")
-            got = probe(engine, setting, folder, qfile, tenants, efs)
+            searches = ([(search_label(ef, o, args.oversampling), ef, o) for ef in args.efs for o in args.oversampling]
+                        if engine == "qdrant-edge" else [("0", 0, 2.0)])
+            log(f"{n} rows: {name} built in {build_s:.1f} s; probing {len(all_queries)} filtered queries at "
+                f"{', '.join(label for label, _, _ in searches)} ...")
+            got = probe(engine, setting, folder, qfile, tenants, searches)
             r = {"build_s": build_s, "open_s": got["open_s"], "rss_mb": got["rss_mb"], "disk_mb": disk_mb(folder),
                  "by_ef": summarize(got, reference, len(queries))}
             if n in args.update_sizes:
@@ -262,6 +273,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--engines", default=",".join(ENGINES))
     ap.add_argument("--edge", default="int8", help="qdrant-edge shards to build: int8 and/or none (quantization)")
     ap.add_argument("--ef", default="64,128,256", help="qdrant-edge: HNSW ef values to search each shard with")
+    ap.add_argument("--oversampling", default="2", help="qdrant-edge int8: candidates rescored per hit, each tried at every ef")
     ap.add_argument("--update-sizes", default="100000", help="sizes at which 1%% of the points are updated")
     ap.add_argument("--scratch", type=Path, default=None, help="where stores are built (default: a temporary folder)")
     ap.add_argument("--workspace", default=None, help="where the SciFact embeddings are cached (default: RAGOPT_HOME or ./.ragopt)")
@@ -283,11 +295,17 @@ def check_args(args: argparse.Namespace) -> str | None:
     if any(s not in ("int8", "none") for s in args.edge.split(",")):
         return f"--edge: int8 or none, not {args.edge!r}"
     try:
-        efs = [int(e) for e in args.ef.split(",")]
-        for ef in efs:
+        args.efs = [int(e) for e in args.ef.split(",")]
+        for ef in args.efs:
             edge_config("int8", ef)
     except ValueError:
         return f"--ef must be integers from 1 to 10000 separated by commas, not {args.ef!r}"
+    try:
+        args.oversampling = [float(o) for o in args.oversampling.split(",")]
+        for o in args.oversampling:
+            edge_config("int8", oversampling=o)
+    except ValueError:
+        return f"--oversampling must be numbers from 1 to 16 separated by commas, not {args.oversampling!r}"
     if args.queries <= 0:
         return f"--queries must be positive, not {args.queries}"
     if not (args.dataset / "corpus.jsonl").exists():
@@ -297,7 +315,7 @@ def check_args(args: argparse.Namespace) -> str | None:
 
 def print_table(out: dict[str, Any]) -> None:
     print(f"{out['dataset']}: {out['n_real']} real passage vectors, grown with noisy copies; filtered by tenant, top-10, 1 thread")
-    print(f"  {'rows':>8} {'engine':<18} {'ef':>4} {'tenant':<6} {'p50 ms':>7} {'p95 ms':>7} {'recall@10':>9} {'vs exact p50':>12} "
+    print(f"  {'rows':>8} {'engine':<18} {'ef':>9} {'tenant':<6} {'p50 ms':>7} {'p95 ms':>7} {'recall@10':>9} {'vs exact p50':>12} "
           f"{'build s':>8} {'open s':>6} {'RSS MB':>7} {'disk MB':>8}")
     for n, size in out["sizes"].items():
         base = size["engines"].get("numpy-exact", {}).get("by_ef", {}).get("0", {})
@@ -305,7 +323,7 @@ def print_table(out: dict[str, Any]) -> None:
             for ef, lines in r["by_ef"].items():
                 for who, line in lines.items():
                     ratio = base.get(who, {}).get("p50_ms", float("nan")) / line["p50_ms"]
-                    print(f"  {n:>8} {name:<18} {ef:>4} {'1%' if who == 'small_tenant' else '45%':<6} {line['p50_ms']:>7.2f} "
+                    print(f"  {n:>8} {name:<18} {ef:>9} {'1%' if who == 'small_tenant' else '45%':<6} {line['p50_ms']:>7.2f} "
                           f"{line['p95_ms']:>7.2f} {line['recall_at_10']:>9.3f} {ratio:>11.1f}x {r['build_s']:>8.1f} "
                           f"{r['open_s']:>6.2f} {r['rss_mb']:>7.0f} {r['disk_mb']:>8.0f}")
             if "update" in r:
