@@ -16,7 +16,6 @@ records which. A qdrant-edge index of a changed corpus is updated in place (rago
 from __future__ import annotations
 
 import copy
-
 import json
 import os
 import shutil

@@ -80,7 +80,6 @@ class EdgeStore:
         """This shard, opened once, searched with `config`'s search settings (ef, rescore, oversampling, exact):
         a sweep compares them without opening the shard again."""
         view = EdgeStore(self.folder, config)
-        self.open()
         view.__dict__.update({name: getattr(self, name) for name in ("_shard", "_ids", "_keys", "_lookup")})
         view.open_s, view.borrowed = self.open_s, True
         return view

@@ -13,7 +13,7 @@ import itertools
 import re
 from typing import Any, Literal
 
-from pydantic import Field, ValidationError, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from ragopt.config import (BM25Config, ChunkerConfig, EmbedderConfig, check_embedder_name, FusionConfig, RetrievalConfig, StoreConfig,
                            StrictModel, fingerprint, knobs, validate)
@@ -172,12 +172,10 @@ class SweepConfig(StrictModel):
             if values["engine"] == "exact":  # HNSW knobs mean nothing to exact search: one exact trial, not one per value
                 values.update({k: StoreConfig.model_fields[k].default for k in STORE_KNOBS if k != "engine"})
             try:
-                config = StoreConfig.model_validate(values)
-            except ValidationError as exc:  # one line naming the key and the swept value that failed
-                err = exc.errors()[0]
-                msg = err["msg"].removeprefix("Value error, ")
-                key = ".".join(str(x) for x in err["loc"]) or "/".join(self.store_sweep)
-                raise ValueError(f"store.{key}: {msg}, got {values.get(key, combo)!r}") from None
+                config = validate(StoreConfig, values, "store")
+            except InputError as exc:  # one line naming the key and the swept value that failed
+                key = "/".join(self.store_sweep) if exc.field == "(top level)" else exc.field
+                raise ValueError(f"store.{key}: {exc.message}, got {values.get(key, combo)!r}") from None
             out.setdefault(config.fingerprint(), config)
         return list(out.values())
 
@@ -248,10 +246,11 @@ class SweepConfig(StrictModel):
         varying = [d for d, v in dims.items() if len(v) > 1]
         effective = (self._effective(dict(zip(dims, combo))) for combo in itertools.product(*dims.values()))
         choices = list({fingerprint(choice): choice for choice in effective}.values())  # equal choices: one trial
+        stores = self.store_configs()
         out = []
         for embedder in self.embedder_configs():
             for chunker in self.chunkers():
-                for store in self.store_configs():
+                for store in stores:
                     for k in self.top_k:
                         for variant in self.retrieval_variants(k):
                             for choice in choices:

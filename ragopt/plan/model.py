@@ -53,7 +53,7 @@ class PlanConfig(StrictModel):
             for name in knobs(type(config)):
                 out[f"{kind}.{name}"] = getattr(config, name)
         if self.store is not None:
-            out.update({f"store.{name}": value for name, value in self.store.model_dump().items() if name in STORE_KNOBS})
+            out.update({f"store.{name}": getattr(self.store, name) for name in STORE_KNOBS})
         return out
 
 
