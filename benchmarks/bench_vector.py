@@ -300,12 +300,13 @@ def check_args(args: argparse.Namespace) -> str | None:
             edge_config("int8", ef)
     except ValueError:
         return f"--ef must be integers from 1 to 10000 separated by commas, not {args.ef!r}"
+    raw = args.oversampling
     try:
-        args.oversampling = [float(o) for o in args.oversampling.split(",")]
+        args.oversampling = [float(o) for o in raw.split(",")]
         for o in args.oversampling:
             edge_config("int8", oversampling=o)
     except ValueError:
-        return f"--oversampling must be numbers from 1 to 16 separated by commas, not {args.oversampling!r}"
+        return f"--oversampling must be numbers from 1 to 16 separated by commas, not {raw!r}"
     if args.queries <= 0:
         return f"--queries must be positive, not {args.queries}"
     if not (args.dataset / "corpus.jsonl").exists():
