@@ -3,7 +3,7 @@
 resident memory, disk size, open time, a 1% tenant's line, and the time to update 1% of the points.
 
     python benchmarks/bench_vector.py [--sizes 20000,100000] [--queries 300] [--engines numpy-exact,qdrant-edge]
-        [--edge int8,none] [--ef 32,64,128,256] [--oversampling 2,4]
+        [--edge int8,none] [--hnsw-m 16,32] [--hnsw-ef-construct 100,200] [--ef 32,64,128,256] [--oversampling 2,4]
         [--update-sizes 100000] [--json]
 
 The real part: every SciFact document (title + text, one chunk each, as `ragopt index` builds it) embedded with
@@ -15,9 +15,9 @@ query is asked as north or south (the main line), and again as "small" (the 1% t
 
 Engines, each through ragopt's own store class (the search call the pipeline makes):
   numpy-exact          ragopt's exact store (ragopt/backends/exact_store.py): the baseline, recall 1.0
-  qdrant-edge          ragopt's qdrant-edge store (ragopt/backends/edge_store.py), one shard per --edge setting
-                       (int8: scalar quantization with rescoring, originals on disk; none: float32 in memory),
-                       searched at every --ef
+  qdrant-edge          ragopt's qdrant-edge store (ragopt/backends/edge_store.py), one shard per --edge setting,
+                       --hnsw-m and --hnsw-ef-construct (int8: scalar quantization with rescoring, originals on disk;
+                       none: float32 in memory), searched at every --ef
 Build runs in this process; open, queries and memory are measured in a fresh child process per store (one thread,
 one query at a time): open_s is the store's first load, rss_mb the child's resident memory after the queries
 minus its resident memory before opening (file pages a store maps and touches count). recall_at_10 is against a
@@ -58,6 +58,7 @@ TENANTS = ("north", "south")
 SMALL = "small"
 NOISE_SIGMA = 0.03
 ENGINES = ("numpy-exact", "qdrant-edge")
+DEFAULT_STORE = StoreConfig()  # the large-corpus default: what `auto` builds from AUTO_EDGE_MIN_CHUNKS chunks up
 
 
 def log(msg: str) -> None:
@@ -94,9 +95,14 @@ def row_chunks(owners: list[str | None]) -> list[Chunk]:
     return [Chunk(id=str(i), doc_id=str(i), start=0, end=0, text="", tenant=o) for i, o in enumerate(owners)]
 
 
-def edge_config(setting: str, ef: int = 128, exact: bool = False, oversampling: float = 2.0) -> StoreConfig:
-    return StoreConfig(engine="qdrant-edge", quantization=setting, hnsw_ef=ef, exact=exact,  # type: ignore[arg-type]
-                       oversampling=oversampling)
+def edge_config(shard: dict[str, Any], ef: int = 128, oversampling: float = 2.0) -> StoreConfig:
+    """The store config of one shard shape (quantization, m, ef_construct) searched at ef and oversampling."""
+    return StoreConfig(engine="qdrant-edge", quantization=shard["setting"], hnsw_m=shard["m"], hnsw_ef=ef,
+                       hnsw_ef_construct=shard["ef_construct"], oversampling=oversampling)
+
+
+def shard_name(shard: dict[str, Any]) -> str:
+    return f"qdrant-edge-{shard['setting']}-m{shard['m']}-efc{shard['ef_construct']}"
 
 
 def search_label(ef: int, oversampling: float, args_oversampling: list[float]) -> str:
@@ -104,14 +110,14 @@ def search_label(ef: int, oversampling: float, args_oversampling: list[float]) -
     return str(ef) if args_oversampling == [2.0] else f"{ef}/os{oversampling:g}"
 
 
-def build(engine: str, setting: str, folder: Path, vectors: np.ndarray, chunks: list[Chunk]) -> float:
+def build(engine: str, shard: dict[str, Any], folder: Path, vectors: np.ndarray, chunks: list[Chunk]) -> float:
     t0 = time.perf_counter()
     if engine == "numpy-exact":
         store: Any = ExactStore(folder)
         store.create(vectors.shape[1])
         store.upsert(chunks, vectors)
     else:
-        store = EdgeStore(folder, edge_config(setting))
+        store = EdgeStore(folder, edge_config(shard))
         store.create(vectors.shape[1])
         store.upsert(chunks, vectors)
         store.optimize()
@@ -119,7 +125,7 @@ def build(engine: str, setting: str, folder: Path, vectors: np.ndarray, chunks: 
     return time.perf_counter() - t0
 
 
-def update_one_percent(engine: str, setting: str, folder: Path, vectors: np.ndarray, chunks: list[Chunk],
+def update_one_percent(engine: str, shard: dict[str, Any], folder: Path, vectors: np.ndarray, chunks: list[Chunk],
                        rng: np.random.Generator) -> dict[str, float]:
     """Replace 1% of the points by new vectors (new text: new point ids); seconds, and the share of replaced points
     that a search by their new vector then finds first."""
@@ -134,7 +140,7 @@ def update_one_percent(engine: str, setting: str, folder: Path, vectors: np.ndar
             vectors[i] = new_vectors[j]
         store.upsert(chunks, vectors)
     else:
-        store = EdgeStore(folder, edge_config(setting))
+        store = EdgeStore(folder, edge_config(shard))
         new_ids = int(store.ids.max()) + 1 + np.arange(len(changed))
         store.apply(store.ids[changed].tolist(), new_ids, new_chunks, new_vectors)
         ids, keys = store.ids.copy(), store.keys.copy()
@@ -147,10 +153,10 @@ def update_one_percent(engine: str, setting: str, folder: Path, vectors: np.ndar
     return {"update_s": update_s, "points": len(changed), "found_first_after_update": float(np.mean([bool(f) and f[0][0] == i for f, i in zip(firsts, probe)]))}
 
 
-def probe(engine: str, setting: str, folder: Path, qfile: Path, tenants: list[str],
+def probe(engine: str, shard: dict[str, Any], folder: Path, qfile: Path, tenants: list[str],
           searches: list[tuple[str, int, float]]) -> dict[str, Any]:
     """Open the store and run the queries in a fresh child process, once per (label, ef, oversampling); its JSON."""
-    cmd = [sys.executable, __file__, "--probe", json.dumps({"engine": engine, "setting": setting, "folder": str(folder),
+    cmd = [sys.executable, __file__, "--probe", json.dumps({"engine": engine, "shard": shard, "folder": str(folder),
                                                             "queries": str(qfile), "tenants": tenants, "searches": searches})]
     done = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])})
     if done.returncode != 0:
@@ -174,7 +180,7 @@ def run_probe(spec: dict[str, Any]) -> dict[str, Any]:
     for label, ef, oversampling in spec["searches"]:
         t0 = time.perf_counter()
         store: Any = (ExactStore(spec["folder"]) if spec["engine"] == "numpy-exact"
-                      else EdgeStore(spec["folder"], edge_config(spec["setting"], ef, oversampling=oversampling)))
+                      else EdgeStore(spec["folder"], edge_config(spec["shard"], ef, oversampling=oversampling)))
         if isinstance(store, EdgeStore):
             store.open()
         else:
@@ -226,21 +232,21 @@ def measure_size(n: int, real: np.ndarray, queries: np.ndarray, rng: np.random.G
     np.save(qfile, all_queries)
     results: dict[str, Any] = {}
     for engine in args.engines.split(","):
-        for setting in (args.edge.split(",") if engine == "qdrant-edge" else ["float32"]):
-            name = engine if engine == "numpy-exact" else f"{engine}-{setting}"
+        for shard in (args.shards if engine == "qdrant-edge" else [{"setting": "float32", "m": 0, "ef_construct": 0}]):
+            name = engine if engine == "numpy-exact" else shard_name(shard)
             folder = scratch / f"{name}-{n}"
             log(f"{n} rows: building {name} ...")
-            build_s = build(engine, setting, folder, vectors, chunks)
+            build_s = build(engine, shard, folder, vectors, chunks)
             searches = ([(search_label(ef, o, args.oversampling), ef, o) for ef in args.efs for o in args.oversampling]
                         if engine == "qdrant-edge" else [("0", 0, 2.0)])
             log(f"{n} rows: {name} built in {build_s:.1f} s; probing {len(all_queries)} filtered queries at "
                 f"{', '.join(label for label, _, _ in searches)} ...")
-            got = probe(engine, setting, folder, qfile, tenants, searches)
+            got = probe(engine, shard, folder, qfile, tenants, searches)
             r = {"build_s": build_s, "open_s": got["open_s"], "rss_mb": got["rss_mb"], "disk_mb": disk_mb(folder),
                  "by_ef": summarize(got, reference, len(queries))}
             if n in args.update_sizes:
                 log(f"{n} rows: updating 1% of {name} ...")
-                r["update"] = update_one_percent(engine, setting, folder, vectors.copy(), chunks, rng)
+                r["update"] = update_one_percent(engine, shard, folder, vectors.copy(), chunks, rng)
                 r["update"]["share_of_build"] = r["update"]["update_s"] / build_s
             results[name] = r
             shutil.rmtree(folder, ignore_errors=True)
@@ -272,6 +278,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--queries", type=int, default=300, help="filtered queries per engine and size (asked again by the 1%% tenant)")
     ap.add_argument("--engines", default=",".join(ENGINES))
     ap.add_argument("--edge", default="int8", help="qdrant-edge shards to build: int8 and/or none (quantization)")
+    ap.add_argument("--hnsw-m", default=str(DEFAULT_STORE.hnsw_m), help="qdrant-edge: HNSW edges per node, one shard each")
+    ap.add_argument("--hnsw-ef-construct", default=str(DEFAULT_STORE.hnsw_ef_construct),
+                    help="qdrant-edge: HNSW build candidates, one shard each (with every --hnsw-m)")
     ap.add_argument("--ef", default="64,128,256", help="qdrant-edge: HNSW ef values to search each shard with")
     ap.add_argument("--oversampling", default="2", help="qdrant-edge int8: candidates rescored per hit, each tried at every ef")
     ap.add_argument("--update-sizes", default="100000", help="sizes at which 1%% of the points are updated")
@@ -294,17 +303,31 @@ def check_args(args: argparse.Namespace) -> str | None:
         return f"--engines: known are {', '.join(ENGINES)}, not {args.engines!r}"
     if any(s not in ("int8", "none") for s in args.edge.split(",")):
         return f"--edge: int8 or none, not {args.edge!r}"
+    for flag in ("--hnsw-m", "--hnsw-ef-construct"):
+        field = flag[2:].replace("-", "_")
+        raw = getattr(args, field)
+        try:
+            values = [int(v) for v in raw.split(",")]
+            for v in values:
+                StoreConfig(**{field: v})
+        except ValueError:
+            limits = StoreConfig.model_fields[field].metadata
+            low, high = (next(getattr(m, a) for m in limits if hasattr(m, a)) for a in ("ge", "le"))
+            return f"{flag} must be integers from {low} to {high} separated by commas, not {raw!r}"
+        setattr(args, field + "s", values)
+    args.shards = [{"setting": q, "m": m, "ef_construct": efc} for q in args.edge.split(",")
+                   for m in args.hnsw_ms for efc in args.hnsw_ef_constructs]
     try:
         args.efs = [int(e) for e in args.ef.split(",")]
         for ef in args.efs:
-            edge_config("int8", ef)
+            edge_config(args.shards[0], ef)
     except ValueError:
         return f"--ef must be integers from 1 to 10000 separated by commas, not {args.ef!r}"
     raw = args.oversampling
     try:
         args.oversampling = [float(o) for o in raw.split(",")]
         for o in args.oversampling:
-            edge_config("int8", oversampling=o)
+            edge_config(args.shards[0], oversampling=o)
     except ValueError:
         return f"--oversampling must be numbers from 1 to 16 separated by commas, not {raw!r}"
     if args.queries <= 0:
@@ -316,7 +339,7 @@ def check_args(args: argparse.Namespace) -> str | None:
 
 def print_table(out: dict[str, Any]) -> None:
     print(f"{out['dataset']}: {out['n_real']} real passage vectors, grown with noisy copies; filtered by tenant, top-10, 1 thread")
-    print(f"  {'rows':>8} {'engine':<18} {'ef':>9} {'tenant':<6} {'p50 ms':>7} {'p95 ms':>7} {'recall@10':>9} {'vs exact p50':>12} "
+    print(f"  {'rows':>8} {'engine':<28} {'ef':>9} {'tenant':<6} {'p50 ms':>7} {'p95 ms':>7} {'recall@10':>9} {'vs exact p50':>12} "
           f"{'build s':>8} {'open s':>6} {'RSS MB':>7} {'disk MB':>8}")
     for n, size in out["sizes"].items():
         base = size["engines"].get("numpy-exact", {}).get("by_ef", {}).get("0", {})
@@ -324,12 +347,12 @@ def print_table(out: dict[str, Any]) -> None:
             for ef, lines in r["by_ef"].items():
                 for who, line in lines.items():
                     ratio = base.get(who, {}).get("p50_ms", float("nan")) / line["p50_ms"]
-                    print(f"  {n:>8} {name:<18} {ef:>9} {'1%' if who == 'small_tenant' else '45%':<6} {line['p50_ms']:>7.2f} "
+                    print(f"  {n:>8} {name:<28} {ef:>9} {'1%' if who == 'small_tenant' else '45%':<6} {line['p50_ms']:>7.2f} "
                           f"{line['p95_ms']:>7.2f} {line['recall_at_10']:>9.3f} {ratio:>11.1f}x {r['build_s']:>8.1f} "
                           f"{r['open_s']:>6.2f} {r['rss_mb']:>7.0f} {r['disk_mb']:>8.0f}")
             if "update" in r:
                 u = r["update"]
-                print(f"  {n:>8} {name:<18} update of {u['points']} points: {u['update_s']:.2f} s = {u['share_of_build']:.1%} of "
+                print(f"  {n:>8} {name:<28} update of {u['points']} points: {u['update_s']:.2f} s = {u['share_of_build']:.1%} of "
                       f"the build; found first after it {u['found_first_after_update']:.2f}")
         print(f"  {n:>8} float32 matrix: {size['matrix_mb']:.0f} MB")
 
