@@ -281,7 +281,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--hnsw-m", default=str(DEFAULT_STORE.hnsw_m), help="qdrant-edge: HNSW edges per node, one shard each")
     ap.add_argument("--hnsw-ef-construct", default=str(DEFAULT_STORE.hnsw_ef_construct),
                     help="qdrant-edge: HNSW build candidates, one shard each (with every --hnsw-m)")
-    ap.add_argument("--ef", default="64,128,256", help="qdrant-edge: HNSW ef values to search each shard with")
+    ap.add_argument("--ef", default=f"256,512,{DEFAULT_STORE.hnsw_ef}", help="qdrant-edge: HNSW ef values to search each shard with")
     ap.add_argument("--oversampling", default="2", help="qdrant-edge int8: candidates rescored per hit, each tried at every ef")
     ap.add_argument("--update-sizes", default="100000", help="sizes at which 1%% of the points are updated")
     ap.add_argument("--scratch", type=Path, default=None, help="where stores are built (default: a temporary folder)")

@@ -83,9 +83,11 @@ def add_chunking_args(p: argparse.ArgumentParser) -> None:
                    help=f"auto (default): exact below {AUTO_EDGE_MIN_CHUNKS:,} chunks, qdrant-edge (HNSW in process) from "
                         "there up, qdrant with --qdrant-url; docs/vector-stores.md")
     p.add_argument("--qdrant-url", default=None, help="a Qdrant server (default: embedded in the workspace)")
-    p.add_argument("--hnsw-m", type=int, default=16, help="qdrant-edge: HNSW edges per node (default 16)")
-    p.add_argument("--hnsw-ef-construct", type=int, default=100, help="qdrant-edge: HNSW build candidates (default 100)")
-    p.add_argument("--hnsw-ef", type=int, default=128, help="qdrant-edge: HNSW search candidates (default 128)")
+    store = StoreConfig()  # the flags' defaults are the config's, the large-corpus setting docs/vector-stores.md measures
+    p.add_argument("--hnsw-m", type=int, default=store.hnsw_m, help=f"qdrant-edge: HNSW edges per node (default {store.hnsw_m})")
+    p.add_argument("--hnsw-ef-construct", type=int, default=store.hnsw_ef_construct,
+                   help=f"qdrant-edge: HNSW build candidates (default {store.hnsw_ef_construct})")
+    p.add_argument("--hnsw-ef", type=int, default=store.hnsw_ef, help=f"qdrant-edge: HNSW search candidates (default {store.hnsw_ef})")
     p.add_argument("--quantization", metavar="int8|none", default="int8",
                    help="qdrant-edge: int8 copies searched and rescored, originals on disk (default), or none")
     p.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto", help="where the embedder runs (auto: cuda when present)")

@@ -107,11 +107,44 @@ def test_a_view_searches_the_open_shard_with_its_own_settings_as_a_fresh_open_do
     view = store.searched_with(narrow)
     assert view._shard is store._shard  # the same open shard, not a second one
     got = [view.search(q, 10, None) for q in queries]
-    store_hits = [store.search(q, 10, None) for q in queries]  # the store's own ef (128) is untouched
+    store_hits = [store.search(q, 10, None) for q in queries]  # the store's own (default) ef is untouched
     view.close()  # closes nothing it borrowed
     assert [store.search(q, 10, None) for q in queries] == store_hits
     store.close()
     fresh = EdgeStore(tmp_path / "s", narrow)
     assert [fresh.search(q, 10, None) for q in queries] == got
-    assert (view._params().hnsw_ef, store.config.hnsw_ef) == (1, 128)  # each searches with its own settings
+    assert (view._params().hnsw_ef, store.config.hnsw_ef) == (1, StoreConfig().hnsw_ef)  # each searches with its own settings
     fresh.close()
+
+
+class StrandedWalk:
+    """An injected fault: the shard's graph walk strands after one hit (what a walk through a filtered cluster of
+    near-duplicates did at 50k rows); a full scan answers as the real shard does."""
+
+    def __init__(self, shard: object):
+        self.shard, self.scans = shard, []
+
+    def query(self, request):  # type: ignore[no-untyped-def]
+        self.scans.append(request.params.exact)
+        points = self.shard.query(request)  # type: ignore[attr-defined]
+        return points if request.params.exact else points[:1]
+
+
+def test_a_short_list_is_searched_again_by_a_full_scan_and_stays_short_only_when_fewer_exist(tmp_path: Path) -> None:
+    rng = np.random.default_rng(3)
+    vectors = clustered(N, rng)
+    owners: list[str | None] = ["rare" if i < 3 else ("north" if i % 2 else "south") for i in range(N)]
+    chunks = chunks_for(owners)
+    edge = build(tmp_path / "edge", chunks, vectors)
+    exact = ExactStore(tmp_path / "exact")
+    exact.create(DIM)
+    exact.upsert(chunks, vectors)
+    north, rare = Query(text="", tenant="north"), Query(text="", tenant="rare")
+    stranded = StrandedWalk(edge._shard)
+    edge.__dict__["_shard"] = stranded
+    for q in clustered(5, rng):
+        assert [p for p, _ in edge.search(q, 10, north)] == [p for p, _ in exact.search(q, 10, north)]
+        assert sorted(p for p, _ in edge.search(q, 10, rare)) == [0, 1, 2]  # all there are: short, and correct
+    assert stranded.scans == [False, True] * 10  # each stranded walk, and only it, was scanned again
+    edge.__dict__["_shard"] = stranded.shard
+    edge.close()
