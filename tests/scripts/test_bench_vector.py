@@ -36,7 +36,7 @@ def test_one_shard_per_quantization_m_and_ef_construct(bench, tmp_path: Path) ->
 
 @pytest.mark.parametrize("flags, field", [(["--hnsw-m", "16,2"], "--hnsw-m"), (["--hnsw-ef-construct", "big"], "--hnsw-ef-construct"),
                                           (["--ef", "0"], "--ef"), (["--oversampling", "32"], "--oversampling"),
-                                          (["--edge", "int4"], "--edge"), (["--dataset", "/nonexistent-beir"], "--dataset")])
+                                          (["--edge", "int4"], "--edge"), (["--passages", "0"], "--passages"), (["--dataset", "/nonexistent-beir"], "--dataset")])
 def test_bad_flags_are_one_line(flags: list[str], field: str, tmp_path: Path) -> None:
     done = subprocess.run([sys.executable, str(SCRIPT), *flags, "--workspace", str(tmp_path / "ws")], capture_output=True,
                           text=True, timeout=120)
