@@ -3,7 +3,6 @@ flags are one line, exit 2, before any dataset is read."""
 
 from __future__ import annotations
 
-import importlib.util
 import subprocess
 import sys
 from pathlib import Path
@@ -11,15 +10,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from fixtures.scripts import load_script
+
 SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "answer_signal_ceiling.py"
 
 
 def _script():
-    spec = importlib.util.spec_from_file_location("answer_signal_ceiling", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    assert spec.loader is not None
-    spec.loader.exec_module(module)
-    return module
+    return load_script(SCRIPT)
 
 
 def _row(rank: list[float], title: list[float], doc_ok: list[float]) -> dict:

@@ -4,22 +4,20 @@ benchmarks/bench_batch_floor.py refuses bad flags with one line, exit 2."""
 
 from __future__ import annotations
 
-import importlib.util
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from fixtures.scripts import load_script
+
 BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
 
 
 @pytest.fixture(scope="module")
 def bench():  # type: ignore[no-untyped-def]
-    spec = importlib.util.spec_from_file_location("bench_fairness", BENCHMARKS / "bench_fairness.py")
-    module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
-    spec.loader.exec_module(module)  # type: ignore[union-attr]
-    return module
+    return load_script(BENCHMARKS / "bench_fairness.py")
 
 
 def request(tenant: str, start_s: float, queue_s: float, end_s: float, tokens: int = 100) -> dict:

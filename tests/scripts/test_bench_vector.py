@@ -3,22 +3,20 @@ ef_construct), and a bad flag is one line naming it, exit 2, before anything is 
 
 from __future__ import annotations
 
-import importlib.util
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from fixtures.scripts import load_script
+
 SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_vector.py"
 
 
 @pytest.fixture(scope="module")
 def bench():  # type: ignore[no-untyped-def]
-    spec = importlib.util.spec_from_file_location("bench_vector", SCRIPT)
-    module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
-    spec.loader.exec_module(module)  # type: ignore[union-attr]
-    return module
+    return load_script(SCRIPT)
 
 
 def test_one_shard_per_quantization_m_and_ef_construct(bench, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]

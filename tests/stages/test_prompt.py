@@ -22,6 +22,8 @@ from ragopt.stages.prompt import (
 )
 from ragopt.types import Chunk, Hit, Query, Turn
 
+from fixtures.scripts import load_script
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -242,13 +244,7 @@ def test_fitting_many_passages_tokenizes_prompts_near_the_answer_only() -> None:
 def _shipped_cases(chunk_size: int | None, top_k: int) -> list[tuple[Query, list[Hit]]]:
     """benchmarks/bench_prompt_fit.py's cases (the shipped questions and follow-ups with their BM25 top_k): the
     prompts that benchmark times are the ones checked here."""
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("bench_prompt_fit", ROOT / "benchmarks" / "bench_prompt_fit.py")
-    assert spec is not None and spec.loader is not None
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
-    return bench.shipped_cases(chunk_size, top_k)
+    return load_script(ROOT / "benchmarks" / "bench_prompt_fit.py").shipped_cases(chunk_size, top_k)
 
 
 @pytest.mark.parametrize("tokenizer", ["embedder", "generator"])
