@@ -110,7 +110,7 @@ def search_label(ef: int, oversampling: float, args_oversampling: list[float]) -
     return str(ef) if args_oversampling == [2.0] else f"{ef}/os{oversampling:g}"
 
 
-def build(engine: str, shard: dict[str, Any], folder: Path, vectors: np.ndarray, chunks: list[Chunk]) -> float:
+def build(engine: str, shard: dict[str, Any] | None, folder: Path, vectors: np.ndarray, chunks: list[Chunk]) -> float:
     t0 = time.perf_counter()
     if engine == "numpy-exact":
         store: Any = ExactStore(folder)
@@ -125,7 +125,7 @@ def build(engine: str, shard: dict[str, Any], folder: Path, vectors: np.ndarray,
     return time.perf_counter() - t0
 
 
-def update_one_percent(engine: str, shard: dict[str, Any], folder: Path, vectors: np.ndarray, chunks: list[Chunk],
+def update_one_percent(engine: str, shard: dict[str, Any] | None, folder: Path, vectors: np.ndarray, chunks: list[Chunk],
                        rng: np.random.Generator) -> dict[str, float]:
     """Replace 1% of the points by new vectors (new text: new point ids); seconds, and the share of replaced points
     that a search by their new vector then finds first."""
@@ -153,7 +153,7 @@ def update_one_percent(engine: str, shard: dict[str, Any], folder: Path, vectors
     return {"update_s": update_s, "points": len(changed), "found_first_after_update": float(np.mean([bool(f) and f[0][0] == i for f, i in zip(firsts, probe)]))}
 
 
-def probe(engine: str, shard: dict[str, Any], folder: Path, qfile: Path, tenants: list[str],
+def probe(engine: str, shard: dict[str, Any] | None, folder: Path, qfile: Path, tenants: list[str],
           searches: list[tuple[str, int, float]]) -> dict[str, Any]:
     """Open the store and run the queries in a fresh child process, once per (label, ef, oversampling); its JSON."""
     cmd = [sys.executable, __file__, "--probe", json.dumps({"engine": engine, "shard": shard, "folder": str(folder),
@@ -232,12 +232,12 @@ def measure_size(n: int, real: np.ndarray, queries: np.ndarray, rng: np.random.G
     np.save(qfile, all_queries)
     results: dict[str, Any] = {}
     for engine in args.engines.split(","):
-        for shard in (args.shards if engine == "qdrant-edge" else [{"setting": "float32", "m": 0, "ef_construct": 0}]):
-            name = engine if engine == "numpy-exact" else shard_name(shard)
+        for shard in (args.shards if engine == "qdrant-edge" else [None]):  # exact search has no shard settings
+            name = shard_name(shard) if shard else engine
             folder = scratch / f"{name}-{n}"
             log(f"{n} rows: building {name} ...")
             build_s = build(engine, shard, folder, vectors, chunks)
-            searches = ([(search_label(ef, o, args.oversampling), ef, o) for ef in args.efs for o in args.oversampling]
+            searches = ([(search_label(ef, o, args.oversamplings), ef, o) for ef in args.efs for o in args.oversamplings]
                         if engine == "qdrant-edge" else [("0", 0, 2.0)])
             log(f"{n} rows: {name} built in {build_s:.1f} s; probing {len(all_queries)} filtered queries at "
                 f"{', '.join(label for label, _, _ in searches)} ...")
@@ -294,6 +294,17 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return ap.parse_args(argv)
 
 
+def store_values(raw: str, field: str, cast: type) -> list[Any] | None:
+    """A comma-separated flag's values, each valid for StoreConfig's `field`; None when one is not."""
+    try:
+        values = [cast(v) for v in raw.split(",")]
+        for v in values:
+            StoreConfig(**{field: v})
+    except ValueError:
+        return None
+    return values
+
+
 def check_args(args: argparse.Namespace) -> str | None:
     """One line naming the bad flag, or None."""
     try:
@@ -306,33 +317,18 @@ def check_args(args: argparse.Namespace) -> str | None:
         return f"--engines: known are {', '.join(ENGINES)}, not {args.engines!r}"
     if any(s not in ("int8", "none") for s in args.edge.split(",")):
         return f"--edge: int8 or none, not {args.edge!r}"
-    for flag in ("--hnsw-m", "--hnsw-ef-construct"):
-        field = flag[2:].replace("-", "_")
-        raw = getattr(args, field)
-        try:
-            values = [int(v) for v in raw.split(",")]
-            for v in values:
-                StoreConfig(**{field: v})
-        except ValueError:
+    for flag, field, cast in (("--hnsw-m", "hnsw_m", int), ("--hnsw-ef-construct", "hnsw_ef_construct", int),
+                              ("--ef", "hnsw_ef", int), ("--oversampling", "oversampling", float)):
+        dest = flag[2:].replace("-", "_")
+        values = store_values(getattr(args, dest), field, cast)
+        if values is None:
             limits = StoreConfig.model_fields[field].metadata
             low, high = (next(getattr(m, a) for m in limits if hasattr(m, a)) for a in ("ge", "le"))
-            return f"{flag} must be integers from {low} to {high} separated by commas, not {raw!r}"
-        setattr(args, field + "s", values)
+            kind = "integers" if cast is int else "numbers"
+            return f"{flag} must be {kind} from {low:g} to {high:g} separated by commas, not {getattr(args, dest)!r}"
+        setattr(args, dest + "s", values)  # --ef 64,128 -> args.efs == [64, 128]
     args.shards = [{"setting": q, "m": m, "ef_construct": efc} for q in args.edge.split(",")
                    for m in args.hnsw_ms for efc in args.hnsw_ef_constructs]
-    try:
-        args.efs = [int(e) for e in args.ef.split(",")]
-        for ef in args.efs:
-            edge_config(args.shards[0], ef)
-    except ValueError:
-        return f"--ef must be integers from 1 to 10000 separated by commas, not {args.ef!r}"
-    raw = args.oversampling
-    try:
-        args.oversampling = [float(o) for o in raw.split(",")]
-        for o in args.oversampling:
-            edge_config(args.shards[0], oversampling=o)
-    except ValueError:
-        return f"--oversampling must be numbers from 1 to 16 separated by commas, not {raw!r}"
     if args.passages is not None and args.passages <= 0:
         return f"--passages must be positive, not {args.passages}"
     if args.queries <= 0:
