@@ -3,7 +3,7 @@ into the new one instead of rebuilt. Only the chunks whose record changed are em
 points), removed chunks' points are deleted, and the graph is not rebuilt, so the cost follows the change.
 
 Which index is the previous version: among the workspace's qdrant-edge indexes of the same lineage (chunker,
-embedder and shard settings; ragopt/index.py), the one sharing the most points with the new chunk list, and only
+embedder and shard settings; ragopt/index/manifest.py), the one sharing the most points with the new chunk list, and only
 when the change is at most half of the new list (an unrelated corpus gets an index of its own instead).
 
 Steps, each safe to interrupt (a re-run finds the same previous version and completes the update):

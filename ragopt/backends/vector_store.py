@@ -1,6 +1,6 @@
 """The store interface every vector engine implements: `exact_store.ExactStore` (numpy, exact, the default
 embedded store, in the index folder) and `qdrant_store.QdrantStore` (a Qdrant server by URL). Which one an
-index uses is recorded in its manifest (ragopt/index.py)."""
+index uses is recorded in its manifest (ragopt/index/manifest.py)."""
 
 from __future__ import annotations
 

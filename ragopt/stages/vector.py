@@ -1,6 +1,6 @@
 """Vector retrieval stage: nearest chunks from the index's vector store (ragopt/backends/vector_store.py).
 
-The stage is the same over every engine; which one an index uses is recorded in its manifest (ragopt/index.py).
+The stage is the same over every engine; which one an index uses is recorded in its manifest (ragopt/index/manifest.py).
 """
 
 from __future__ import annotations
