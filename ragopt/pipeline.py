@@ -17,7 +17,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Protocol, Sequence, runtime_checkable
 
-from ragopt.errors import WiringError
+from ragopt.errors import BadRequest, WiringError
 from ragopt.trace import Span, Trace, Usage, now_ms
 from ragopt.types import Answer, Hit, Query, Sampling
 
@@ -110,6 +110,61 @@ def check_wiring(stages: Sequence[Stage], inputs: Iterable[str] = REQUEST_INPUTS
         available |= set(stage.writes)
 
 
+def _rewrites_answer(stage: Stage) -> bool:
+    return "answer" in stage.reads and "answer" in stage.writes
+
+
+class AnswerStream:
+    """What a streaming client receives: the answer's final text, sent as it settles.
+
+    Generators send their raw pieces here (`state.on_token`); an answer's text is that stream stripped. A stage
+    after the generator that rewrites the answer (citation attribution, the tool's live sentence) may offer
+    `streamer(state)`: a function from the answer text so far to the prefix of its own output that no
+    continuation of that text can change. A rewriter without one holds the stream until the answer is done. The
+    client gets each newly settled piece and, when the pipeline ends, the rest of the final text: what it received,
+    concatenated, is the answer's text, each marker numbered as the answer cites it. The one case where it cannot
+    be is a generator that failed after part of its answer was sent, answered then by a fallback: the pipeline
+    names it in `trace.degraded`."""
+
+    def __init__(self, sink: Callable[[str], None], steps: Sequence[Step], state: RequestState):
+        self.sink, self.steps, self.state = sink, steps, state
+        self.raw = self.sent = ""
+        self.streamers: list[Callable[[str], str]] | None = None
+
+    def __call__(self, piece: str) -> None:
+        self.raw += piece
+        if self.streamers is None:  # made at the first piece: the prompt's passages and the route are known by then
+            self.streamers = [_streamer(s.stage, self.state) for s in self.steps
+                              if _rewrites_answer(s.stage) and s.route in (None, self.state.route)]
+        text = self.raw.strip()
+        for settled in self.streamers:
+            text = settled(text)
+        self._send(text)
+
+    def restart(self) -> None:
+        """A fallback generator answers anew: the failed one's pieces are no part of its answer."""
+        self.raw, self.streamers = "", None
+
+    def _send(self, text: str) -> None:
+        if len(text) > len(self.sent) and text.startswith(self.sent):
+            self.sink(text[len(self.sent) :])
+            self.sent = text
+
+    def finish(self, answer: Answer | None) -> str | None:
+        """Send the rest of the answer's text; a note for `trace.degraded` when what was sent is not its start."""
+        final = answer.text if answer is not None else ""
+        if final.startswith(self.sent):
+            self._send(final)
+            return None
+        return (f"stream: {len(self.sent)} characters were sent before a fallback answered; the streamed text "
+                "differs from the answer")
+
+
+def _streamer(stage: Stage, state: RequestState) -> Callable[[str], str]:
+    make = getattr(stage, "streamer", None)
+    return make(state) if make is not None else (lambda text: "")
+
+
 class Pipeline:
     """Compose stages in code: `Pipeline([EmbedQuery(...), VectorSearch(...), Fuse(...), LlamaGenerator(...)])`.
 
@@ -157,8 +212,16 @@ class Pipeline:
         fusion variants in a sweep; the trace covers only these steps."""
         trace = Trace(request_id=uuid.uuid4().hex[:12], query_id=state.query.id)
         t0 = now_ms()
+        sink = state.on_token
+        stream = None if sink is None or isinstance(sink, AnswerStream) else AnswerStream(sink, self.steps, state)
+        state.on_token = stream or sink
         for step in self.steps:
             state = self._run_step(step, state, trace, t0)
+        if stream is not None:
+            state.on_token = sink
+            diverged = stream.finish(state.answer)
+            if diverged is not None:
+                trace.degraded.append(diverged)
         trace.total_ms = now_ms() - t0
         trace.route = state.route
         return Result(state=state, trace=trace)
@@ -174,7 +237,8 @@ class Pipeline:
         if step.route is not None and step.route != state.route:
             return state
         remaining = state.remaining_s()
-        if remaining is not None and remaining <= 0:
+        streamed = isinstance(state.on_token, AnswerStream) and bool(state.on_token.sent) and _rewrites_answer(stage)
+        if remaining is not None and remaining <= 0 and not streamed:  # what was sent already holds its rewrites
             trace.spans.append(Span(name=stage.name, kind=getattr(stage, "span_kind", "CHAIN"), start_ms=now_ms() - t0,
                                     ms=0.0, skipped=True, error="deadline"))
             if step.fallback is None:
@@ -192,7 +256,11 @@ class Pipeline:
             return state
         except Exception as exc:  # a stage failure degrades visibly, never silently
             reason = f"{type(exc).__name__}: {exc}"
+            if isinstance(exc, BadRequest):  # the request itself cannot be honoured: no fallback answers it
+                raise
             if step.fallback is not None:
+                if isinstance(state.on_token, AnswerStream):
+                    state.on_token.restart()
                 trace.degraded.append(f"{stage.name}: {reason} -> {step.fallback.name}")
                 return self._timed(step.fallback, f"{stage.name}.fallback", state, trace, t0)
             if not step.required:

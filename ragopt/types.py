@@ -111,6 +111,8 @@ class Query(BaseModel):
     tenant: str | None = None
     scopes: tuple[str, ...] = ()
     history: list[Turn] = Field(default_factory=list)
+    instructions: str = Field("", description="the asker's own instructions (a chat's system and developer messages): "
+                              "the prompt's system part, after the plan's; never summarized nor trimmed")
 
     _norm_scopes = field_validator("scopes", mode="before")(_as_sorted_tuple)
     _check_tenant = field_validator("tenant", mode="before")(_real_tenant)

@@ -155,8 +155,9 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _print_answer(result, streamed: str, no_stream: bool) -> None:  # type: ignore[no-untyped-def]
-    """The answer (after what was streamed, the cited text where markers were added), what cut or degraded it,
-    and its sources."""
+    """The answer (streamed as it settled: the answer itself, markers as attribution numbers them; printed again
+    only where a fallback answered after part of another answer was streamed), what cut or degraded it, and its
+    sources."""
     from ragopt.stages.citations import format_citations
     from ragopt.stages.prompt import number_passages
 
@@ -165,8 +166,8 @@ def _print_answer(result, streamed: str, no_stream: bool) -> None:  # type: igno
         print(answer.text if answer else "")
     else:
         print()
-        if answer is not None and answer.text != streamed.strip():  # attribution repaired or added markers
-            print(f"\ncited: {answer.text}")
+        if answer is not None and answer.text != streamed:  # a fallback answered after part of another was streamed
+            print(f"\nanswer: {answer.text}")
     if answer is not None and answer.incomplete:
         print(f"[incomplete: {answer.finish_reason}]")
     for reason in result.trace.degraded:

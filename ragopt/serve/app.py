@@ -115,6 +115,7 @@ class AskBody(BaseModel):
     realtime: bool = Field(False, description="must be fresh: never cached")
     deadline_s: float | None = Field(None, gt=0, le=3600, description="refused (503) rather than answered later than this")
     history: list[Turn] = Field([], description="the conversation before this question, oldest first")
+    instructions: str = Field("", description="the asker's own instructions: the prompt's system part, never trimmed")
 
 
 def _sse(event: str, data: Any) -> bytes:
@@ -176,6 +177,8 @@ class _Requests:
         return handle, queue
 
     def refusal(self, exc: BaseException, endpoint: str) -> Any:
+        if isinstance(exc, BadRequest):  # found only once the request was laid out (its instructions' tokens)
+            return self.error(400, str(exc), endpoint, "invalid", field=exc.field)
         if isinstance(exc, Refused):
             retry = str(max(1, int(exc.retry_after_s + 0.999)))
             outcome = "rate_limited" if exc.status == 429 else "refused"
@@ -287,7 +290,7 @@ def create_app(service: RagService, keys: dict[str, Principal], max_workers: int
 
     @app.post("/v1/ask")
     async def ask(body: AskBody, request: Request, principal: Principal = Depends(requests.principal_of)) -> Any:
-        options = AskOptions(body.personal, body.realtime, body.deadline_s, history=body.history)
+        options = AskOptions(body.personal, body.realtime, body.deadline_s, history=body.history, instructions=body.instructions)
         return await requests.run(request, principal, body.question, options, body.stream, "/v1/ask", AskRender)
 
     @app.post("/v1/chat/completions")
@@ -296,7 +299,7 @@ def create_app(service: RagService, keys: dict[str, Principal], max_workers: int
             chat = chat_request(body)
         except BadRequest as exc:
             return requests.error(400, str(exc), "/v1/chat/completions", "invalid", field=exc.field)
-        options = AskOptions(history=chat.history, sampling=chat.sampling)
+        options = AskOptions(history=chat.history, sampling=chat.sampling, instructions=chat.instructions)
         return await requests.run(request, principal, chat.question, options, body.stream, "/v1/chat/completions",
                                   ChatRender(body.model, chat.include_usage))
 

@@ -22,7 +22,7 @@ from datetime import datetime, timezone
 from typing import Any, Callable, Sequence
 
 from ragopt.backends.breaker import CircuitBreaker
-from ragopt.errors import BreakerOpen, Refused
+from ragopt.errors import BadRequest, BreakerOpen, Refused
 from ragopt.pipeline import RequestState
 
 # KEYS[1] bucket; ARGV: rate/s, burst, now (s), cost. Returns {allowed 0/1, retry_after ms}.
@@ -140,7 +140,7 @@ class Guarded(_StandIn):
             raise BreakerOpen(f"circuit breaker {self.breaker.name!r} is open")
         try:
             state = self.stage.run(state)
-        except Refused:
+        except (Refused, BadRequest):
             self.breaker.neutral()
             raise
         except Exception:  # any other failure of the backend, in process or remote, counts against it
@@ -164,7 +164,7 @@ class PromptGate(_StandIn):
             raise BreakerOpen(f"circuit breaker {self.breaker.name!r} is open")
         try:
             return self.stage.run(state)
-        except Refused:
+        except (Refused, BadRequest):  # load, or a request no backend can honour: says nothing of this one's health
             raise
         except Exception:  # any other failure of the backend's tokenizer counts against it
             self.breaker.failure()
@@ -196,9 +196,12 @@ class FallbackChain:
             try:
                 state = stage.run(state)
             except Exception as exc:
-                if i == len(self.stages) - 1:
+                if i == len(self.stages) - 1 or isinstance(exc, BadRequest):
                     raise
                 errors.append(f"{stage.name}: {type(exc).__name__}: {exc}")
+                restart = getattr(state.on_token, "restart", None)  # the next answers anew (ragopt.pipeline.AnswerStream)
+                if restart is not None:
+                    restart()
                 continue
             state.usage.attrs.update({"fallback_used": stage.name, "fallback_errors": errors})
             return state

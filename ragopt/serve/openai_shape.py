@@ -2,9 +2,9 @@
 
 A request becomes what the pipeline takes: the last message (a user's) is the question; the earlier user and
 assistant turns are its history, which the plan's rewrite and history stages read as the sweep's follow-up
-questions carry theirs; system (and developer) messages are the conversation's instructions, one leading
-system turn of that history (the prompt keeps it within its token budget, and the history stage summarizes it
-with the older turns). A message's content is a string or an array of parts: text parts are joined, any other
+questions carry theirs; system (and developer) messages are the conversation's instructions
+(`Query.instructions`): the prompt's system part after the plan's own, never summarized nor trimmed (a budget
+they do not fit is a 400 naming `messages`). A message's content is a string or an array of parts: text parts are joined, any other
 part is refused naming it. `max_tokens` / `max_completion_tokens`, `temperature`, `stop` and `seed` reach the
 generator within the plan's settings (`ragopt.types.Sampling`); what ragopt cannot honour (`n` > 1, tools,
 a response format other than text, log probabilities) is refused naming the field, never ignored.
@@ -72,6 +72,7 @@ class ChatRequest:
     history: list[Turn]
     sampling: Sampling | None
     include_usage: bool
+    instructions: str = ""  # the system and developer messages, in order
 
 
 def _text(message: ChatMessage, i: int) -> str:
@@ -121,14 +122,12 @@ def chat_request(body: ChatBody) -> ChatRequest:
     question = _text(body.messages[last], last).strip()
     if not question:
         raise BadRequest(f"messages.{last}.content", "the question is empty")
-    if instructions:
-        history.insert(0, Turn(role="system", content="\n".join(instructions)))
     stop = (body.stop,) if isinstance(body.stop, str) else tuple(body.stop or ())
     max_tokens = min((v for v in (body.max_tokens, body.max_completion_tokens) if v is not None), default=None)
     values = {"max_tokens": max_tokens, "temperature": body.temperature, "stop": stop, "seed": body.seed}
     sampling = Sampling(**values) if any(v not in (None, ()) for v in values.values()) else None
     include_usage = bool((body.stream_options or {}).get("include_usage"))
-    return ChatRequest(question, history, sampling, include_usage)
+    return ChatRequest(question, history, sampling, include_usage, "\n\n".join(instructions))
 
 
 def _event(body: dict[str, Any]) -> bytes:

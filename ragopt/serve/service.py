@@ -118,6 +118,7 @@ class AskOptions:
     deadline_s: float | None = None  # the client's own, at most the service's
     history: list[Turn] = field(default_factory=list)  # the conversation before the question, oldest first
     sampling: Sampling | None = None  # the request's generation options (OpenAI's max_tokens, temperature, stop, seed)
+    instructions: str = ""  # the asker's own (a chat's system and developer messages): the prompt's system part
 
     def cache_options(self, generation: bool) -> dict[str, Any] | None:
         """What besides the question decides a cached value: the conversation (a follow-up is never served another
@@ -127,6 +128,8 @@ class AskOptions:
             options["history"] = [[t.role, " ".join(t.content.split())] for t in self.history]
         if generation and self.sampling is not None:
             options["sampling"] = self.sampling.model_dump(mode="json")
+        if generation and self.instructions:
+            options["instructions"] = self.instructions
         return options or None
 
 
@@ -285,7 +288,8 @@ class RagService:
                            saved_cost=cached.get("cost", 0.0))
             self.metrics.observe(trace, [])
             return {"answer": cached["answer"], "citations": cached["citations"], "trace": trace}
-        query = Query(text=question, tenant=principal.tenant, scopes=principal.scopes, history=options.history)
+        query = Query(text=question, tenant=principal.tenant, scopes=principal.scopes, history=options.history,
+                      instructions=options.instructions)
         state = RequestState(query=query, on_token=emit, arrival=handle.arrival, sampling=options.sampling,
                              deadline=time.monotonic() + min(self.settings.deadline_s, options.deadline_s or self.settings.deadline_s))
         handle.state = state
@@ -369,7 +373,8 @@ class RagService:
             degraded=degraded, timed_out=bool(answer is not None and answer.finish_reason == "deadline" and not handle.cancelled),
             finish_reason=answer.finish_reason if answer else None, generator=answer.generator if answer else None,
             hits=[h.chunk.id for h in result.state.hits],
-            prompt={"tokens": len(prompt.tokens), "fingerprint": prompt_fingerprint(prompt)} if prompt is not None else None,
+            prompt={"tokens": len(prompt.tokens), "fingerprint": prompt_fingerprint(prompt),
+                    "instructions_tokens": attrs.get("instructions_tokens", 0)} if prompt is not None else None,
             spans=[s.model_dump(mode="json") for s in spans],
             history={"turns": turns, "summarized_turns": attrs.get("summarized_turns", 0),
                      "trimmed_turns": attrs.get("trimmed_history_turns", 0),

@@ -29,7 +29,7 @@ from __future__ import annotations
 import bisect
 import math
 import re
-from typing import Literal, Mapping, Sequence
+from typing import Callable, Literal, Mapping, Sequence
 
 import numpy as np
 
@@ -46,7 +46,9 @@ from ragopt.types import Chunk
 # Not selected on data yet: no labelled LLM answers with passage-level support are at hand to select it on
 # (lfqa_verification is for measuring judges, never for fitting). 0 keeps support to shared words until it is.
 DEFAULT_MEANING_WEIGHT = 0.0
-_TERMINAL = re.compile(r"[.!?。！？；…]+[\"')\]”’」』）》]*$")
+_TERMINAL_CHARS, _CLOSING = ".!?。！？；…", "\"')]”’」』）》"
+_TERMINAL = re.compile(rf"[{re.escape(_TERMINAL_CHARS)}]+[{re.escape(_CLOSING)}]*$")
+_HELD = _TERMINAL_CHARS + _CLOSING + " \t\n\r\f\v"
 
 
 class AttributeConfig(StrictModel):
@@ -69,6 +71,45 @@ def choose_passage(support: dict[int, float], min_support: float, rank_margin: f
         return None
     best = max(support[n] for n in eligible)
     return min(n for n in eligible if support[n] >= best - rank_margin)
+
+
+def _sentences(text: str) -> tuple[list[tuple[int, int]], list[list[int]], list[str]]:
+    """The answer's sentence spans, the numbers each one's markers cite (a marker that opens a sentence belongs
+    to the one before it), and each one's text without markers."""
+    spans = sentence_spans(text)
+    own: list[list[int]] = [[] for _ in spans]
+    starts = [s for s, _ in spans]
+    for start, _, nums in marker_spans(text):
+        i = max(bisect.bisect_right(starts, start) - 1, 0)
+        if i > 0 and not strip_markers(text[spans[i][0] : start]):
+            i -= 1
+        own[i].extend(nums)
+    return spans, own, [strip_markers(text[s:e]) for s, e in spans]
+
+
+def _joined(text: str, spans: Sequence[tuple[int, int]], cores: Sequence[str], cites: Sequence[list[int]]) -> str:
+    """The cited sentences of `cores` with the whitespace between `spans` (one more span than cores: the gap up
+    to it is kept)."""
+    pieces: list[str] = []
+    for i, core in enumerate(cores):
+        if core:
+            pieces.append(_cite(core, cites[i]))
+        if i + 1 < len(spans):
+            pieces.append(text[spans[i][1] : spans[i + 1][0]])  # whitespace: sentence spans cover all else
+    return "".join(pieces)
+
+
+def _tidy(text: str) -> str:
+    return re.sub(r"[ \t]{2,}", " ", text).strip()  # a markers-only sentence leaves two gaps
+
+
+def _unfinished(core: str) -> str:
+    """A sentence still being written, up to what no continuation changes: an unclosed `[` may be a marker's
+    start, and trailing space and punctuation may be where a cited number goes."""
+    bracket = core.rfind("[")
+    if bracket >= 0 and "]" not in core[bracket:]:
+        core = core[:bracket]
+    return core.rstrip(_HELD)
 
 
 def _cite(sentence: str, numbers: Sequence[int]) -> str:
@@ -114,46 +155,18 @@ class AttributeCitations:
             return state
         numbered: dict[int, Chunk] = {p.number: p.hit.chunk for p in passages}
         text = answer.text
-        spans = sentence_spans(text)
+        spans, own, cores = _sentences(text)
         if not spans:
             return state
-        # each marker goes to the sentence holding it, or to the previous one when it opens a sentence
-        own: list[list[int]] = [[] for _ in spans]
-        starts = [s for s, _ in spans]
-        for start, _, nums in marker_spans(text):
-            i = max(bisect.bisect_right(starts, start) - 1, 0)
-            if i > 0 and not strip_markers(text[spans[i][0] : start]):
-                i -= 1
-            own[i].extend(nums)
-        cores = [strip_markers(text[s:e]) for s, e in spans]
-        cfg = self.config
-        terms = self.analyzer or analyzer_for(p.text for p in passages)
-        if cfg.mode == "answer":  # one citation for the whole answer, after its last sentence
-            whole = choose_passage(self.support(state, [" ".join(cores)], passages, terms)[0], cfg.min_support, cfg.rank_margin)
-            last = max((i for i, core in enumerate(cores) if core), default=None)
-            picks = [[whole] if i == last and whole is not None else [] for i in range(len(cores))]
-        else:
-            picks = [[] if (n := choose_passage(s, cfg.min_support, cfg.rank_margin)) is None else [n]
-                     for s in self.support(state, cores, passages, terms)]
+        last = max((i for i, core in enumerate(cores) if core), default=None)
+        cites = self.cites(state, cores, own, passages, last)
         repaired = added = replaced = 0
-        pieces: list[str] = []
-        for i, core in enumerate(cores):
-            valid = list(dict.fromkeys(n for n in own[i] if n in numbered))
-            invalid = [n for n in own[i] if n not in numbered]
-            if cfg.mode == "repair" and valid:
-                cites = valid
-            else:
-                cites = picks[i]
-                if valid and cites != valid:
-                    replaced += 1
-            repaired += len(invalid)
-            if cites and not own[i]:
-                added += 1
-            if core:
-                pieces.append(_cite(core, cites))
-            if i + 1 < len(spans):
-                pieces.append(text[spans[i][1] : spans[i + 1][0]])  # whitespace: sentence spans cover all else
-        new_text = re.sub(r"[ \t]{2,}", " ", "".join(pieces)).strip()  # a markers-only sentence leaves two gaps
+        for i in range(len(spans)):
+            valid = [n for n in own[i] if n in numbered]
+            repaired += len(own[i]) - len(valid)
+            replaced += bool(valid) and cites[i] != list(dict.fromkeys(valid))
+            added += bool(cites[i]) and not own[i]
+        new_text = _tidy(_joined(text, spans, cores, cites))
         model_cites = parse_citations(text, numbered)
         state.answer = answer.model_copy(update={"text": new_text, "citations": parse_citations(new_text, numbered)})
         state.usage.attrs.update(
@@ -166,6 +179,45 @@ class AttributeCitations:
             }
         )
         return state
+
+    def cites(self, state: RequestState, cores: list[str], own: list[list[int]], passages: Sequence[Passage],
+              last: int | None) -> list[list[int]]:
+        """The numbers each sentence cites; `last` is the answer's last sentence that says something (mode "answer"
+        cites there; None while the answer is still being written: no sentence is its last yet)."""
+        cfg = self.config
+        numbered = {p.number for p in passages}
+        terms = self.analyzer or analyzer_for(p.text for p in passages)
+        if cfg.mode == "answer":  # one citation for the whole answer, after its last sentence
+            whole = None if last is None else choose_passage(
+                self.support(state, [" ".join(cores)], passages, terms)[0], cfg.min_support, cfg.rank_margin)
+            return [[whole] if i == last and whole is not None else [] for i in range(len(cores))]
+        picks = [[] if (n := choose_passage(s, cfg.min_support, cfg.rank_margin)) is None else [n]
+                 for s in self.support(state, cores, passages, terms)]
+        valid = [list(dict.fromkeys(n for n in nums if n in numbered)) for nums in own]
+        return [v if cfg.mode == "repair" and v else pick for v, pick in zip(valid, picks)]
+
+    def streamer(self, state: RequestState) -> Callable[[str], str]:
+        """For a streamed answer (ragopt.pipeline.AnswerStream): the answer text so far -> the start of what `run`
+        will make of it. A sentence is cited once the next one has begun (its markers, which may open the next
+        sentence, are all known then); the sentence being written is sent up to its last word, so that a marker
+        still coming, or the cited number before its final punctuation, finds its place."""
+        passages = self.passages(state)
+        done: dict[int, str] = {}  # sentences closed -> their cited text: cited once, however often the text grows
+
+        def settled(text: str) -> str:
+            if not passages:
+                return text
+            spans, own, cores = _sentences(text)
+            said = [i for i, core in enumerate(cores) if _unfinished(core)]
+            if not said:
+                return ""
+            j = said[-1]  # the sentence being written: those before it are closed
+            if j not in done:
+                cites = self.cites(state, cores[:j], own[:j], passages, None)
+                done[j] = _joined(text, spans[: j + 1], cores[:j], cites)
+            return _tidy(done[j] + _unfinished(strip_markers(text[spans[j][0] :])))
+
+        return settled
 
     def support(self, state: RequestState, sentences: Sequence[str], passages: Sequence[Passage],
                 terms: Analyzer) -> list[dict[int, float]]:

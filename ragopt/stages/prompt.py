@@ -5,14 +5,16 @@ longest common prefix of its previous call):
 
     system message   system prompt, instructions, citation rules       same for every request
                      [tenant instructions]                              same for every request of a tenant
+                     [the request's instructions]                       a chat's system/developer messages
     user message     numbered passages [1]..[k], best-ranked first     vary per request
                      conversation so far (summary / oldest..newest turns)
                      the question
 
 The chat template comes from the model (the generator renders the messages with it); here the layout is
 model-agnostic: a `Renderer` turns messages into tokens, and `fit_prompt` keeps the prompt within
-`budget_tokens`. It never returns a prompt over budget and never crashes on a long one. What it gives up, in
-order, each step only as far as needed:
+`budget_tokens`. It never returns a prompt over budget and never crashes on a long one. The system message is never
+cut: the request's own instructions (`Query.instructions`) are kept whole or the request is refused (BadRequest
+naming `messages`). What it gives up, in order, each step only as far as needed:
 
 1. passages beyond the first, lowest-ranked first (the best passage is the one most likely to hold the answer);
 2. verbatim history turns, oldest first (a summary turn, `Turn(role="system")` from the history stage, stays);
@@ -27,13 +29,13 @@ So history never costs the answer its best evidence, and a long conversation is 
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Callable, Protocol, Sequence
 
 from pydantic import Field
 
 from ragopt.config import StrictModel, knob
-from ragopt.errors import InputError
+from ragopt.errors import BadRequest, InputError
 from ragopt.pipeline import RequestState
 from ragopt.stages.prompt_search import LineCounts, largest, prefix_tokens
 from ragopt.types import Hit, Query, Turn
@@ -120,10 +122,16 @@ class PromptParts:
     passages: list[Passage]
     history: list[Turn]
     question: str
+    request_system: str = ""  # the request's own instructions (Query.instructions), kept whole
+
+    @property
+    def plan_system(self) -> str:
+        """The system text every request of the tenant shares (the stable prefix)."""
+        return f"{self.public_system}\n\n{self.tenant_system}" if self.tenant_system else self.public_system
 
     @property
     def system(self) -> str:
-        return f"{self.public_system}\n\n{self.tenant_system}" if self.tenant_system else self.public_system
+        return f"{self.plan_system}\n\n{self.request_system}" if self.request_system else self.plan_system
 
     def user_message(self) -> str:
         blocks = []
@@ -155,6 +163,7 @@ def prompt_parts(query: Query, hits: Sequence[Hit], config: PromptConfig) -> Pro
         passages=number_passages(hits, limit=config.max_passages, max_chars=config.max_passage_chars),
         history=history,
         question=query.text,
+        request_system=query.instructions.strip(),
     )
 
 
@@ -208,7 +217,7 @@ class FittedPrompt:
     trimmed_history_turns: int = 0  # dropped by the token budget, a dropped summary included (config's max_history_turns is applied before)
     summary_truncated: bool = False  # the summary turn was cut or dropped by the token budget
     question_truncated: bool = False
-    stable_prefix_tokens: int = 0  # tokens up to the end of the system message (public + tenant)
+    stable_prefix_tokens: int = 0  # tokens up to the end of the plan's system text (public + tenant; not the request's)
     public_prefix_tokens: int = 0  # tokens that hold no tenant data (shareable across tenants)
 
     @property
@@ -254,6 +263,7 @@ class _Candidates:
                 passages=self.passages[:n_pass],
                 history=kept_summary + self.verbatim[n_drop:],
                 question=self.parts.question if question is None else question,
+                request_system=self.parts.request_system,
             )
             self._rendered[cut] = (p, self.renderer.render(p.messages()))
         return self._rendered[cut]
@@ -319,6 +329,11 @@ def fit_prompt(parts: PromptParts, renderer: Renderer, budget_tokens: int) -> Fi
     if guess is None or not candidates.estimate_is_exact(guess):
         found = candidates.cut(candidates.fits, guess)
     if found is None:
+        if parts.request_system:
+            plan_only = _Candidates(replace(parts, request_system=""), renderer, budget_tokens)
+            if plan_only.cut(plan_only.fits) is not None:
+                raise BadRequest("messages", f"the system and developer messages do not fit the prompt's token budget "
+                                             f"({budget_tokens} tokens) beside the plan's own instructions: shorten them")
         raise InputError(
             f"the system prompt and instructions alone exceed the token budget ({budget_tokens} tokens); "
             "raise n_ctx, lower max_tokens or shorten the instructions"
@@ -330,7 +345,7 @@ def fit_prompt(parts: PromptParts, renderer: Renderer, budget_tokens: int) -> Fi
     system_at = text.find(p.system)
     stable = public = 0
     if system_at >= 0:
-        stable = candidates.head_tokens(text, tokens, system_at + len(p.system))
+        stable = candidates.head_tokens(text, tokens, system_at + len(p.plan_system))
         public = candidates.head_tokens(text, tokens, system_at + len(p.public_system))
     return FittedPrompt(
         messages=p.messages(),
@@ -384,4 +399,7 @@ class BuildPrompt:
                 "passages": [p.chunk_id for p in fitted.passages],
             }
         )
+        if fitted.parts.request_system:  # the request's instructions, as the prompt's system part holds them
+            state.usage.attrs.update({"instructions": fitted.parts.request_system,
+                                      "instructions_tokens": len(self.renderer.tokenize(fitted.parts.request_system))})
         return state

@@ -237,6 +237,10 @@ class LiveAnswer:
     def identity(self) -> None:
         return None
 
+    def streamer(self, state: RequestState) -> Any:
+        """What it adds comes after the answer: the answer streams as it is, the addition once it is complete."""
+        return lambda text: text
+
     def run(self, state: RequestState) -> RequestState:
         passages = number_passages(state.hits)
         live = next((p for p in passages if is_live(p.hit.chunk)), None)
