@@ -27,17 +27,18 @@ def _request(**body: Any) -> Any:
     return chat_request(ChatBody.model_validate(body))
 
 
-def test_text_parts_are_joined_and_earlier_turns_become_the_history() -> None:
+def test_text_parts_are_joined_earlier_turns_become_the_history_and_system_messages_the_instructions() -> None:
     got = _request(messages=[
         {"role": "system", "content": "Answer in English."},
         {"role": "user", "content": [{"type": "text", "text": "Which team owns"}, {"type": "text", "text": "lab_sync?"}]},
+        {"role": "developer", "content": "Be brief."},
         {"role": "assistant", "content": "Clinical Data Engineering [1]."},
         {"role": "user", "content": [{"type": "text", "text": "Who manages that team?"}]},
     ])
     assert got.question == "Who manages that team?" and got.sampling is None and not got.include_usage
-    assert got.history == [Turn(role="system", content="Answer in English."),
-                           Turn(role="user", content="Which team owns\nlab_sync?"),
+    assert got.history == [Turn(role="user", content="Which team owns\nlab_sync?"),
                            Turn(role="assistant", content="Clinical Data Engineering [1].")]
+    assert got.instructions == "Answer in English.\n\nBe brief."
 
 
 @pytest.mark.parametrize(("body", "field"), [
