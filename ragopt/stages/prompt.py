@@ -125,8 +125,7 @@ class PromptParts:
     request_system: str = ""  # the request's own instructions (Query.instructions), kept whole
 
     @property
-    def plan_system(self) -> str:
-        """The system text every request of the tenant shares (the stable prefix)."""
+    def plan_system(self) -> str:  # what every request of the tenant shares: the stable prefix
         return f"{self.public_system}\n\n{self.tenant_system}" if self.tenant_system else self.public_system
 
     @property
@@ -257,14 +256,8 @@ class _Candidates:
         if cut not in self._rendered:
             words = self.summary_words[:n_summary_words]
             kept_summary = [Turn(role="system", content=" ".join(words))] if n_summary_words else []
-            p = PromptParts(
-                public_system=self.parts.public_system,
-                tenant_system=self.parts.tenant_system,
-                passages=self.passages[:n_pass],
-                history=kept_summary + self.verbatim[n_drop:],
-                question=self.parts.question if question is None else question,
-                request_system=self.parts.request_system,
-            )
+            p = replace(self.parts, passages=self.passages[:n_pass], history=kept_summary + self.verbatim[n_drop:],
+                        question=self.parts.question if question is None else question)  # the system parts stay whole
             self._rendered[cut] = (p, self.renderer.render(p.messages()))
         return self._rendered[cut]
 
