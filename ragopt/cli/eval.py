@@ -9,6 +9,7 @@ import sys
 from ragopt.cli import _common, _observe
 
 METRICS = ["ndcg@10", "recall@10", "recall@100", "mrr@10"]
+CHARS_METRICS = [f"{m}@{k}" for k in (5, 10) for m in ("chars_recall", "chars_precision", "chars_iou")]  # with spans
 DOCS_PER_QUERY = 100
 
 
@@ -20,6 +21,9 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
     p.add_argument("--save-run", metavar="FILE", help="write the ranking in TREC run format (100 docs per query)")
     p.add_argument("--traces", metavar="FILE", help="write every query's trace as JSON lines")
+    p.add_argument("--save-contexts", metavar="FILE",
+                   help='write what reached each prompt: a JSON line per question, {"id", "contexts": [{"doc_id", '
+                        '"start", "end"}, ...]} in prompt order (the retrieval depth: the first K are a K-passage prompt)')
     _observe.add_trace_args(p)
     return p
 
@@ -28,13 +32,14 @@ def run(args: argparse.Namespace) -> int:
     from ragopt.config import needs_vectors
     from ragopt.data import generated_note, load_evalset
     from ragopt.eval.metrics import mean
-    from ragopt.eval.runner import best_per_doc, chunk_depth, run_queries, write_trec
+    from ragopt.eval.runner import best_per_doc, chunk_depth, run_queries, write_contexts, write_trec
     from ragopt.eval.scoring import rank_scores
     from ragopt.trace import percentiles, write_jsonl
 
     _common.validate_retrieval_flags(args)
     _common.output_file(args.save_run, "--save-run")
     _common.output_file(args.traces, "--traces")
+    _common.output_file(args.save_contexts, "--save-contexts")
     _common.docs_options(args)
     tracing = _observe.tracing(args, "eval")
     dataset = str(_common.generated_set(args, progress=not args.json)) if args.docs else args.dataset
@@ -43,7 +48,8 @@ def run(args: argparse.Namespace) -> int:
     report, embedder = _common.build(args, evalset.documents, progress=not args.json, dense=needs_vectors(config.retriever))
     depth = chunk_depth(report.index, DOCS_PER_QUERY)
     runs = run_queries(evalset, report.index, embedder, config, depth, progress=sys.stderr.isatty(), workspace=_common.workspace(args))
-    per_query = rank_scores(runs, evalset, METRICS)
+    spans = any(e.start is not None for q in evalset.queries for e in q.evidence)
+    per_query = rank_scores(runs, evalset, METRICS + (CHARS_METRICS if spans else []))
     metrics = {name: mean(values) for name, values in per_query.items()}
     stages = list(dict.fromkeys(s for r in runs for s in r.stage_ms))  # in pipeline order
     # a query's latency is the sum of its stages' spans, as in a sweep (ragopt.eval.executor)
@@ -52,6 +58,8 @@ def run(args: argparse.Namespace) -> int:
     if args.save_run:
         write_trec(args.save_run, tag, (
             (r.query_id, best_per_doc(((doc, score) for _, doc, _, _, score in r.ranking), DOCS_PER_QUERY)) for r in runs))
+    if args.save_contexts:
+        write_contexts(args.save_contexts, ((r.query_id, r.ranking) for r in runs))
     if args.traces:
         write_jsonl((r.trace for r in runs), args.traces)
     if tracing is not None:
@@ -77,6 +85,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"  figures from a generated set: {out['generated']}")
     print("  " + "  ".join(f"{m:>10}" for m in METRICS))
     print("  " + "  ".join(f"{metrics[m]:>10.4f}" for m in METRICS))
+    if spans:  # Chroma's character metrics of the first K passages
+        print("  " + "  ".join(f"{m}={metrics[m]:.4f}" for m in CHARS_METRICS))
     lat = out["latency_ms"]
     print(f"  latency per query (sum of its stages): p50 {lat['p50']:.2f} ms  p95 {lat['p95']:.2f} ms  p99 {lat['p99']:.2f} ms")
     print(f"  context tokens (fitted prompt, mean): {out['context_tokens']:.0f}")

@@ -26,6 +26,9 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p.add_argument("--baseline", help="a previous results.json: fail on a significant regression")
     p.add_argument("--tolerance", type=float, default=None, help="allowed drop before a regression fails (default 0.02)")
     p.add_argument("--save-runs", action="store_true", help="write one TREC run file per trial under OUT/runs/")
+    p.add_argument("--save-contexts", metavar="DIR",
+                   help="write what reached each trial's prompt as DIR/TRIAL_ID.jsonl: a line per question, "
+                        '{"id", "contexts": [{"doc_id", "start", "end"}, ...]} in prompt order')
     p.add_argument("--remeasure", action="store_true", help="run every stage again to re-measure latency instead of reusing an earlier run's")
     p.add_argument("--set", action="append", default=[], metavar="KIND.KNOB=V1,V2",
                    help="a stage knob's values, e.g. rerank.depth=0,20,50, or the vector store's, e.g. "
@@ -310,6 +313,10 @@ def run(args: argparse.Namespace) -> int:
     from ragopt.backends.embeddings import language_warning
 
     config = load_config(args)
+    if args.save_contexts and Path(args.save_contexts).exists() and not Path(args.save_contexts).is_dir():
+        from ragopt.errors import InputError
+
+        raise InputError("is a file, expected a folder", path=args.save_contexts, field="--save-contexts")
     baseline = SweepResults.load(config.baseline.path) if config.baseline else None  # read before any work
     mlflow = _observe.mlflow_uri(args)
     tracing = _observe.tracing(args, "sweep")
@@ -325,6 +332,7 @@ def run(args: argparse.Namespace) -> int:
     outcome = run_sweep(
         evalset, config, workspace, progress=not args.no_progress,
         runs_dir=out / "runs" if args.save_runs else None, remeasure=args.remeasure,
+        contexts_dir=Path(args.save_contexts) if args.save_contexts else None,
         on_trial=_observe.trial_exporter(tracing, {q.query.id: q.query.text for q in evalset.queries}) if tracing else None,
     )
     if tracing is not None:

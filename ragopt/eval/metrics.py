@@ -4,7 +4,8 @@ Ground truth is judged at document level so that scores are comparable across ch
 chunk counts for its parent document and each document counts once (`doc_ranking` does that mapping,
 keeping the first occurrence). Where the dataset has evidence spans, `span_recall_at_k` judges chunks
 by how much of each gold span they hold: a span is found when at least half of its characters (the
-`min_coverage` share, configurable) lie in the retrieved chunks.
+`min_coverage` share, configurable) lie in the retrieved chunks; `chars_at_k` counts characters instead
+(recall, precision and IoU of the evidence characters in the passages, Chroma's chunking-report definitions).
 
 Conventions (the same as ranx and trec_eval, so the numbers agree to floating-point precision):
 - a document is relevant when its grade is > 0; documents missing from the qrels have grade 0;
@@ -144,7 +145,8 @@ DOC_METRICS: dict[str, DocMetric] = {
     "ndcg": ndcg_at_k,
 }
 SPAN_METRICS = ("span_recall",)
-METRIC_NAMES = (*DOC_METRICS, *SPAN_METRICS)
+CHAR_METRICS = ("chars_recall", "chars_precision", "chars_iou")
+METRIC_NAMES = (*DOC_METRICS, *SPAN_METRICS, *CHAR_METRICS)
 
 _NAME_RE = re.compile(r"^([a-z_]+)@(\d+)$")
 
@@ -176,7 +178,7 @@ def evaluate_run(
     parsed = [(name, *parse_metric(name)) for name in metrics]
     for name, base, _ in parsed:
         if base not in DOC_METRICS:
-            raise InputError(f"{name!r} needs chunk spans; use evaluate_spans", field="metric")
+            raise InputError(f"{name!r} needs chunk spans; use evaluate_spans or evaluate_chars", field="metric")
     qids = list(qrels) if query_ids is None else list(query_ids)
     rankings = {qid: doc_ranking(run.get(qid, ())) for qid in qids}
     return {
@@ -201,6 +203,60 @@ def evaluate_spans(
         ]
         for k in ks
     }
+
+
+def _union(ranges: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Sorted, disjoint [start, end) ranges covering the same characters (empty ranges dropped)."""
+    out: list[tuple[int, int]] = []
+    for s, e in sorted(r for r in ranges if r[1] > r[0]):
+        if out and s <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], e))
+        else:
+            out.append((s, e))
+    return out
+
+
+def chars_at_k(passages: Sequence[ChunkSpan], evidence: Sequence[Evidence], k: int) -> tuple[float, float, float]:
+    """(recall, precision, IoU) in characters of the first k passages against the evidence spans, Chroma's
+    definitions (its chunking report's `base_evaluation.py`), per document:
+    - covered = evidence characters inside some passage (each character once, however many passages hold it);
+    - recall = covered / evidence characters;
+    - precision = covered / the passages' summed lengths (overlapping passages count twice, as Chroma's do);
+    - IoU = covered / (the passages' summed lengths + evidence characters left uncovered).
+    Overlapping evidence spans count once. Whole-document evidence items (no offsets) are left out; NaN for all
+    three when a query has no evidence span (undefined, not zero)."""
+    _check_k(k)
+    gold: dict[str, list[tuple[int, int]]] = {}
+    for ev in evidence:
+        if ev.start is not None and ev.end is not None:
+            gold.setdefault(ev.doc_id, []).append((ev.start, ev.end))
+    gold = {doc: _union(spans) for doc, spans in gold.items()}
+    total = sum(e - s for spans in gold.values() for s, e in spans)
+    if not total:
+        return math.nan, math.nan, math.nan
+    top = passages[:k]
+    retrieved = sum(max(end - start, 0) for _, start, end in top)
+    covered = sum(_covered_chars(s, e, [(ps, pe) for d, ps, pe in top if d == doc])
+                  for doc, spans in gold.items() for s, e in spans)
+    precision = covered / retrieved if retrieved else 0.0
+    return covered / total, precision, covered / (retrieved + total - covered)
+
+
+def evaluate_chars(
+    passage_run: Mapping[str, Sequence[ChunkSpan]],
+    evidence: Mapping[str, Sequence[Evidence]],
+    ks: Sequence[int],
+    query_ids: Sequence[str] | None = None,
+) -> dict[str, list[float]]:
+    """{"chars_recall@k", "chars_precision@k", "chars_iou@k": [score per query]} for each k (see `chars_at_k`),
+    aligned with `query_ids` (default: evidence's keys); the passages are those that reach the prompt, in its order."""
+    qids = list(evidence) if query_ids is None else list(query_ids)
+    out: dict[str, list[float]] = {}
+    for k in ks:
+        scores = [chars_at_k(passage_run.get(qid, ()), evidence.get(qid, ()), k) for qid in qids]
+        for i, base in enumerate(CHAR_METRICS):
+            out[f"{base}@{k}"] = [s[i] for s in scores]
+    return out
 
 
 def mean(values: Iterable[float | None]) -> float | None:

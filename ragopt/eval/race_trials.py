@@ -9,7 +9,6 @@ from typing import Any
 
 from ragopt.eval.race import MEASURED, RaceContext, dropped_trial, measured_trial, race, retrieval_names, screened
 from ragopt.eval.results import RaceSummary, Trial
-from ragopt.eval.runner import best_per_doc
 from ragopt.eval.trials import TrialRunner, score_trial
 from ragopt.plan import PlanConfig
 from ragopt.stages.spec import PROMPT_SLOT
@@ -42,8 +41,7 @@ def race_trials(plans: list[tuple[str, PlanConfig]], runner: TrialRunner, config
             trial = dropped_trial(s, ctx, query_ids, keep, names)
         if on_trial is not None:
             on_trial(trial, answered)
-        record(s.tid, s.plan, trial, [o.ms for o in answered], (
-            (o.query_id, best_per_doc((doc, score) for _, doc, _, _, score in o.ranking)) for o in s.screen_outcomes))
+        record(s.tid, s.plan, trial, [o.ms for o in answered], [(o.query_id, o.ranking) for o in s.screen_outcomes])
     return summary
 
 

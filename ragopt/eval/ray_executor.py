@@ -48,7 +48,7 @@ class TrialDone:
 
     trial: Trial
     latencies: list[float]  # per-query ms
-    rankings: list[tuple[str, list[tuple[str, float]]]] | None  # (query id, (doc id, score) best first), for run files
+    rankings: list[tuple[str, list[tuple[str, str, int, int, float]]]] | None  # (query id, its outcome's ranking), for run files
 
 
 Record = Callable[[str, PlanConfig, Trial, list[float], Any], Trial]
@@ -85,7 +85,6 @@ def run_trials(evalset: EvalSet, config: SweepConfig, workspace: str, names: lis
                todo: list[tuple[str, PlanConfig]], code: str, rankings: bool) -> list[TrialDone]:
     """A Ray task's body: `todo`'s trials, in order, with the local executor's runner and scoring."""
     from ragopt.eval.executor import code_fingerprint
-    from ragopt.eval.runner import best_per_doc
     from ragopt.eval.trials import TrialRunner, score_trial
     from ragopt.resources import Resources
 
@@ -103,8 +102,7 @@ def run_trials(evalset: EvalSet, config: SweepConfig, workspace: str, names: lis
             for tid, plan in todo:
                 outcomes, index = runner.run(plan, queries, tid)
                 trial = score_trial(tid, plan, outcomes, index, evalset, config, names, keep, runner.cache)
-                ranked = [(o.query_id, best_per_doc((doc, score) for _, doc, _, _, score in o.ranking))
-                          for o in outcomes] if rankings else None
+                ranked = [(o.query_id, o.ranking) for o in outcomes] if rankings else None
                 done.append(TrialDone(trial, [o.ms for o in outcomes], ranked))
         finally:
             runner.close()

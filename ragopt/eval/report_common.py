@@ -16,7 +16,7 @@ from ragopt.eval.results import GateVerdict, HeldOut, Interval, SweepResults, Tr
 
 Latencies = Mapping[str, Sequence[float]]  # trial id -> per-query retrieval ms
 
-_METRIC_ORDER = ("recall", "ndcg", "mrr", "precision", "hit", "span_recall")
+_METRIC_ORDER = ("recall", "ndcg", "mrr", "precision", "hit", "span_recall", "chars_recall", "chars_precision", "chars_iou")
 _BASE_PARAMS = tuple(TrialParams.model_fields)
 _TABLE_COSTS = ("context_tokens", "p50_ms", "p95_ms", "p99_ms", "n_chunks", "index_bytes", "index_build_s")
 _COST_LABELS = {
@@ -49,6 +49,14 @@ def _fmt_value(name: str, value: Any) -> str:
     if isinstance(value, int):
         return str(value)
     return f"{x:.3f}"
+
+
+def chars_columns(quality: str) -> list[str]:
+    """The character metrics shown beside the quality metric, at its K (at 10 when it names none): how much of
+    what reaches the prompt is evidence."""
+    m = _K_RE.match(quality)
+    k = m.group(2) if m else "10"
+    return [f"chars_recall@{k}", f"chars_iou@{k}"]
 
 
 def _extra_params(trials: Sequence[Trial]) -> list[str]:

@@ -11,9 +11,9 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from ragopt.eval.gates import fmt
+from ragopt.eval.gates import fmt, quality_metric
 from ragopt.eval.report_common import (
-    _COST_LABELS, BELOW_FLOOR, STAGE_PERCENTILES, Latencies, _chunker_order, _fmt_value, _md_params, _passed, _ranked,
+    _COST_LABELS, BELOW_FLOOR, chars_columns, STAGE_PERCENTILES, Latencies, _chunker_order, _fmt_value, _md_params, _passed, _ranked,
     _retriever_label, _table_columns, _verdicts, FLOORS_TEXT, beats_floor, floor_pairs, floor_label, closest_trial,
     fmt_interval, held_out_rows, judge_cost_text, judged_trials, noisy_gates, plot_metric, race_note, stage_latency_columns,
     stage_ms, with_floor,
@@ -113,8 +113,9 @@ def _trials_table(results: SweepResults, ranked: Sequence[Trial]) -> str:
     gated = [g.metric for vs in results.verdicts.values() for g in vs]
     pairs = floor_pairs(results.trials)
     with_floors = {p for p, _ in pairs}
+    shown = (*_HTML_METRICS, *chars_columns(quality_metric(results.gates)))
     metrics = [m for m in common if m not in with_floors
-               and (m in _HTML_METRICS or (m in gated and not m.endswith(("_ms", "_tokens"))))]
+               and (m in shown or (m in gated and not m.endswith(("_ms", "_tokens"))))]
     costs = [c for c in _HTML_COSTS if any(measured(getattr(t.costs, c)) is not None for t in results.trials)]
     stages = stage_latency_columns(results.trials)
     head = ["#", "trial", "chunker", "retriever", "top_k", *extras, *metrics, *(_COST_LABELS[c] for c in costs),

@@ -7,7 +7,7 @@ from __future__ import annotations
 from ragopt.eval.gates import fmt, is_cost, parse_gates, quality_metric
 from ragopt.eval.report_common import (
     _COST_LABELS, BELOW_FLOOR, STAGE_PERCENTILES, _extra_params, _fmt_value, _md_params, _passed, _ranked,
-    _retriever_label, _verdicts, FLOORS_TEXT, beats_floor, floor_pairs, floor_label, closest_trial, fmt_interval,
+    _retriever_label, _verdicts, FLOORS_TEXT, chars_columns, beats_floor, floor_pairs, floor_label, closest_trial, fmt_interval,
     held_out_rows, judge_cost_text, judged_trials, noisy_gates, race_note, stage_latency_columns, stage_ms, with_floor,
 )
 from ragopt.eval.results import ROUTED_SMALL_SHARE, BaselineComparison, HeldOut, SweepResults, Trial, measured
@@ -30,7 +30,8 @@ def _summary_columns(results: SweepResults) -> tuple[list[str], list[str], list[
     trials = results.trials
     gated = [g.metric for g in parse_gates(results.gates)]
     with_floors = {p for p, _ in floor_pairs(trials)}
-    metrics = [m for m in (quality_metric(results.gates), ROUTED_SMALL_SHARE, *(m for m in gated if not is_cost(m)))
+    quality = quality_metric(results.gates)
+    metrics = [m for m in (quality, *chars_columns(quality), ROUTED_SMALL_SHARE, *(m for m in gated if not is_cost(m)))
                if m not in with_floors]
     costs = [*_SUMMARY_COSTS, *(m for m in gated if is_cost(m))]
 

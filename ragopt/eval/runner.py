@@ -54,6 +54,19 @@ def trec_id(value: str) -> str:
     return "".join(quote(c, safe="") if c.isspace() or c == "%" else c for c in value)
 
 
+def write_contexts(path: str | Path, rankings: Iterable[tuple[str, Iterable[tuple[str, str, int, int, float]]]]) -> None:
+    """What reached each question's prompt, checkable by anyone: one JSON line per question, `{"id": question id,
+    "contexts": [{"doc_id", "start", "end"}, ...]}`, the passages in prompt order after any widening, from
+    (query id, [(chunk id, doc id, start, end, score), ...]) as a trial's outcomes hold them."""
+    import json
+
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w", encoding="utf-8") as f:
+        for qid, ranking in rankings:
+            contexts = [{"doc_id": doc, "start": start, "end": end} for _, doc, start, end, _ in ranking]
+            f.write(json.dumps({"id": qid, "contexts": contexts}, ensure_ascii=False) + "\n")
+
+
 def write_trec(path: str | Path, tag: str, rankings: Iterable[tuple[str, Iterable[tuple[str, float]]]]) -> None:
     """TREC run format, `qid Q0 docid rank score tag`, from (query id, [(doc id, score), ...] best first); ids and
     the tag go through `trec_id`, so every line has six columns whatever the ids hold."""

@@ -52,18 +52,22 @@ def trial_scores(outcomes: Sequence[QueryOutcome], evalset: EvalSet, config: Swe
 
 def rank_scores(outcomes: Sequence[QueryOutcome], evalset: EvalSet, names: Sequence[str],
                 span_coverage: float = M.DEFAULT_MIN_COVERAGE) -> dict[str, list[float | None]]:
-    """Document-level metrics (a document ranks where its best chunk does) and span recall (a span counts as
-    found when `span_coverage` of its characters lie in retrieved chunks)."""
+    """Document-level metrics (a document ranks where its best chunk does), span recall (a span counts as
+    found when `span_coverage` of its characters lie in retrieved chunks) and the character metrics."""
     qids = [o.query_id for o in outcomes]
     qrels = {q.query.id: q.relevance for q in evalset.queries}
     run = {o.query_id: M.doc_ranking(doc for _, doc, _, _, _ in o.ranking) for o in outcomes}
-    rank_names = [n for n in names if "@" in n and not n.startswith("span_")]
+    rank_names = [n for n in names if "@" in n and not n.startswith(("span_", "chars_"))]
     per_query = M.evaluate_run(run, qrels, rank_names, query_ids=qids)
     span_ks = sorted({M.parse_metric(n)[1] for n in names if n.startswith("span_recall@")})
+    chars_ks = sorted({M.parse_metric(n)[1] for n in names if n.startswith("chars_")})
+    evidence = {q.query.id: q.evidence for q in evalset.queries}
+    spans = {o.query_id: [(doc, start, end) for _, doc, start, end, _ in o.ranking] for o in outcomes}
     if span_ks:
-        evidence = {q.query.id: q.evidence for q in evalset.queries}
-        spans = {o.query_id: [(doc, start, end) for _, doc, start, end, _ in o.ranking] for o in outcomes}
         per_query.update(M.evaluate_spans(spans, evidence, span_ks, query_ids=qids, min_coverage=span_coverage))
+    if chars_ks:  # the ranking is what reaches the prompt (after any widening), in its order
+        chars = M.evaluate_chars(spans, evidence, chars_ks, query_ids=qids)
+        per_query.update((n, v) for n, v in chars.items() if n in names)
     return per_query
 
 

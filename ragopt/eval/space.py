@@ -18,6 +18,7 @@ from pydantic import Field, field_validator, model_validator
 from ragopt.config import (BM25Config, ChunkerConfig, EmbedderConfig, check_embedder_name, FusionConfig, RetrievalConfig, StoreConfig,
                            StrictModel, fingerprint, knobs, validate)
 from ragopt.errors import InputError
+from ragopt.eval.metrics import CHAR_METRICS
 from ragopt.eval.results import ROUTED_SMALL_SHARE
 from ragopt.judge.judges import JudgeConfig
 from ragopt.judge.judging import METRICS as JUDGED_METRICS
@@ -331,7 +332,7 @@ class SweepConfig(StrictModel):
 
     def metric_names(self, with_spans: bool, with_references: bool, with_live: bool = False) -> list[str]:
         names = [f"{m}@{k}" for m in RANK_METRICS for k in self.cutoffs()]
-        names += [f"span_recall@{k}" for k in self.cutoffs()] if with_spans else []
+        names += [f"{m}@{k}" for m in ("span_recall", *CHAR_METRICS) for k in self.cutoffs()] if with_spans else []
         if self.answers_on():
             names += list(CITATION_METRICS) + (list(self.answer_metrics) if with_references else [])
             names += [ROUTED_SMALL_SHARE] if self.routes() else []

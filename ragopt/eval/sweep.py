@@ -22,7 +22,7 @@ from ragopt.errors import InputError
 from ragopt.eval.gates import check_known, evaluate_gates, objective_for, select
 from ragopt.eval.judged import SweepJudge
 from ragopt.eval.results import COST_NAMES, DatasetInfo, Generations, ModelInfo, SweepResults, Trial, Versions
-from ragopt.eval.runner import best_per_doc, write_trec
+from ragopt.eval.runner import best_per_doc, write_contexts, write_trec
 from ragopt.eval.race import fresh_generations
 from ragopt.eval.search import optuna_search
 from ragopt.eval.space import BaselineConfig, SweepConfig  # noqa: F401  (re-exported: the sweep's config lives here too)
@@ -85,12 +85,14 @@ def run_sweep(
     *,
     progress: bool = True,
     runs_dir: Path | None = None,
+    contexts_dir: Path | None = None,
     remeasure: bool = False,
     resources: Any = None,
     on_trial: Callable[[Trial, list[Any]], None] | None = None,
 ) -> SweepOutcome:
     """Run every trial (the grid, or an Optuna sample of it); with `runs_dir`, also write each trial's
-    ranking as a TREC run file there. Outcomes measured by an earlier run of the same sweep on this machine
+    ranking as a TREC run file there; with `contexts_dir`, each trial's passages as they reach the prompt
+(`TRIAL_ID.jsonl`, ragopt.eval.runner.write_contexts). Outcomes measured by an earlier run of the same sweep on this machine
     are reused (costs say `latency_cached`) unless `remeasure`. `on_trial(trial, outcomes)` sees each trial
     scored in this process (not on Ray), its outcomes in query order (`trace` None where reused)."""
     from ragopt.resources import Resources
@@ -117,7 +119,10 @@ def run_sweep(
         ran[tid] = plan
         latencies[tid] = ms
         if runs_dir is not None:
-            write_trec(runs_dir / f"{tid}.trec", tid, rankings)
+            write_trec(runs_dir / f"{tid}.trec", tid, (
+                (qid, best_per_doc((doc, score) for _, doc, _, _, score in ranking)) for qid, ranking in rankings))
+        if contexts_dir is not None:
+            write_contexts(contexts_dir / f"{tid}.jsonl", rankings)
         return trial
 
     def evaluate(tid: str, plan: PlanConfig) -> Trial:
@@ -127,8 +132,7 @@ def run_sweep(
         trial = score_trial(tid, plan, outcomes, index, evalset, config, names, keep, runner.cache, runner.judge)
         if on_trial is not None:
             on_trial(trial, outcomes)
-        return record(tid, plan, trial, [o.ms for o in outcomes], (
-            (o.query_id, best_per_doc((doc, score) for _, doc, _, _, score in o.ranking)) for o in outcomes))
+        return record(tid, plan, trial, [o.ms for o in outcomes], [(o.query_id, o.ranking) for o in outcomes])
 
     summary = None
     try:
@@ -138,7 +142,8 @@ def run_sweep(
             summary = race_trials(plans, runner, config, names, keep, gates, record, on_trial, progress)
             generations = summary.generations
         else:
-            _dispatch(plans, runner, config, names, keep, gates, record, evaluate, rankings=runs_dir is not None, progress=progress)
+            _dispatch(plans, runner, config, names, keep, gates, record, evaluate, rankings=runs_dir is not None or contexts_dir is not None,
+                      progress=progress)
     finally:
         runner.close()
         if judge is not None:

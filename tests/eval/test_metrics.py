@@ -7,7 +7,9 @@ import pytest
 from ragopt.data import Evidence
 from ragopt.errors import InputError
 from ragopt.eval.metrics import (
+    chars_at_k,
     doc_ranking,
+    evaluate_chars,
     evaluate_run,
     evaluate_spans,
     hit_at_k,
@@ -102,6 +104,25 @@ def test_span_recall_counts_overlapping_chunks_once_and_ignores_chunks_beside_th
     for bad in (0.0, 1.5):
         with pytest.raises(ValueError):
             span_recall_at_k(whole, ev, 2, min_coverage=bad)
+
+
+def test_chars_metrics_by_hand():
+    # evidence: d[10, 20) and d[30, 40), 20 characters. Passages: d[0, 15) holds 5 of them; d[12, 35) holds 8 + 5,
+    # 3 of which the first passage holds too (counted once); e[0, 50) is another document's.
+    ev = [Evidence(doc_id="d", start=10, end=20), Evidence(doc_id="d", start=30, end=40)]
+    passages = [("d", 0, 15), ("d", 12, 35), ("e", 0, 50)]
+    assert chars_at_k(passages, ev, 1) == pytest.approx((5 / 20, 5 / 15, 5 / (15 + 15)))
+    # covered [10, 20) + [30, 35) = 15; retrieved 15 + 23 = 38 (the overlap [12, 15) counted twice); uncovered 5
+    assert chars_at_k(passages, ev, 2) == pytest.approx((15 / 20, 15 / 38, 15 / (38 + 5)))
+    assert chars_at_k(passages, ev, 3) == pytest.approx((15 / 20, 15 / 88, 15 / (88 + 5)))
+    # overlapping evidence spans count once; no passage: zero, not undefined
+    assert chars_at_k([("d", 0, 15)], [*ev, Evidence(doc_id="d", start=15, end=20)], 1)[0] == pytest.approx(5 / 20)
+    assert chars_at_k([], ev, 5) == (0.0, 0.0, 0.0)
+    # whole-document evidence has no characters to count: undefined
+    assert all(math.isnan(x) for x in chars_at_k(passages, [Evidence(doc_id="d")], 3))
+    out = evaluate_chars({"q": passages}, {"q": ev, "r": ev}, [2])
+    assert out["chars_iou@2"] == pytest.approx([15 / 43, 0.0]) and set(out) == {"chars_recall@2", "chars_precision@2", "chars_iou@2"}
+    assert parse_metric("chars_iou@5") == ("chars_iou", 5)
 
 
 def test_parse_metric_and_errors():
