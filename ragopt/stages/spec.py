@@ -6,8 +6,8 @@ A spec names its config model (whose `knob()` fields are what a sweep may vary),
 chain, a builder, and what the rooms above ask of it: the checks run before any work, how many candidates it
 wants, the model files it loads (provenance), whether it writes answers, whether a request survives its failure.
 
-Chain order, by slot: rewrite -> retrieval (embed, vector, bm25, fuse) -> rerank -> compress -> history ->
-prompt -> generate -> cite. Within a slot, stages run in the order of their kind names.
+Chain order, by slot: rewrite -> retrieval (embed, vector, bm25, fuse) -> rerank -> widen (small-to-big) ->
+compress -> history -> prompt -> generate -> cite. Within a slot, stages run in the order of their kind names.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from ragopt.resources import Resources
     from ragopt.text import Analyzer
 
-SLOTS = ("rewrite", "retrieval", "rerank", "compress", "history", "prompt", "generate", "cite")
+SLOTS = ("rewrite", "retrieval", "rerank", "widen", "compress", "history", "prompt", "generate", "cite")
 PROMPT_SLOT, GENERATE_SLOT, CITE_SLOT = "prompt", "generate", "cite"  # the kind in each: see plan.registry.kind_in_slot
 CUT_SLOT = "rerank"  # where a list retrieved deeper than top_k for a stage's `wants` is cut back to top_k
 HITS_SLOTS = SLOTS[: SLOTS.index("compress") + 1]  # their output is the hits: what a retrieval cache may keep
