@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import re
 from functools import cache, cached_property
-from typing import Iterable, Literal, Protocol
+from typing import Iterable, Literal, Protocol, Sequence
 
 from ragopt.text import chinese
 from ragopt.text.script import HAN_CLASS, HAN_RUN, ScriptShare
@@ -160,3 +160,23 @@ def count_words(text: str) -> int:
         run = m.group()
         n += sum(1 for w in chinese.cut(run) if words(w)) if HAN_RUN.match(run) else len(word_matches(run))
     return n
+
+
+def plain_terms(text: str) -> list[str]:
+    """Every word of `text` as a reader finds it: casefolded, nothing dropped or stemmed, Han runs cut as the
+    chinese analyzer cuts them (search mode, so a dictionary word inside a longer one is a word too)."""
+    return make_analyzer("chinese", "none", "none")(text)
+
+
+def holds_phrase(terms: Sequence[str], phrase: str) -> bool:
+    """Whether `phrase` (a word or several) is whole words of `terms` (from `plain_terms`): its terms side by side
+    in order, or the phrase itself one term. "now" is not in "known", nor "last" in "lasting"."""
+    want = _phrase_terms(phrase)
+    if not want:
+        return False
+    return phrase.casefold() in terms or any(tuple(terms[i:i + len(want)]) == want for i in range(len(terms) - len(want) + 1))
+
+
+@cache
+def _phrase_terms(phrase: str) -> tuple[str, ...]:
+    return tuple(plain_terms(phrase))

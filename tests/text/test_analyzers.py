@@ -53,3 +53,16 @@ def test_count_words_cuts_chinese_into_words_and_skips_punctuation() -> None:
     assert count_words("《战国无双3》是由哪两个公司合作开发的？") == 10
     assert count_words("What causes ocean tides?") == 4
     assert count_words("CT检查前需要空腹吗") == 6  # Latin and Han words together
+
+
+def test_a_phrase_is_held_as_whole_words_in_order() -> None:
+    from ragopt.text import holds_phrase, plain_terms
+
+    terms = plain_terms("How many rows did the last run of ICU_LOAD load, and is it known now?")
+    assert holds_phrase(terms, "how many") and holds_phrase(terms, "Last Run") and holds_phrase(terms, "now")
+    assert not holds_phrase(terms, "many how") and not holds_phrase(terms, "loaded") and not holds_phrase(terms, "")
+    assert not holds_phrase(plain_terms("a lasting state"), "last")  # a word inside a longer word is not the word
+    assert plain_terms("Running stopwords: the") == ["running", "stopwords", "the"]  # nothing stemmed or dropped
+    zh = plain_terms("医保卡最近一次采集失败表现在哪里")
+    assert holds_phrase(zh, "医保") and holds_phrase(zh, "最近") and holds_phrase(zh, "采集失败")
+    assert not holds_phrase(zh, "现在")  # 表现|在: the characters of 现在 straddle two words
