@@ -122,7 +122,7 @@ class BreakerOpen(BackendError):
 
 class ToolUnavailable(BackendError):
     """A tool (ragopt.backends.tools) gave no result: `cause` is what a trace says, "tool_timeout", "tool_error",
-    "tool_connection" or "tool_breaker_open"."""
+    "tool_connection" or "tool_breaker_open" (the tool is unwell), "tool_busy" or "tool_deadline" (it is not)."""
 
     def __init__(self, cause: str, message: str):
         self.cause = cause

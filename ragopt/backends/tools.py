@@ -1,22 +1,23 @@
 """Tool clients, no stage logic: a callable with a typed signature, a LangChain `BaseTool`, or an HTTP endpoint
 with a JSON schema. Each takes the call's arguments and a time budget and gives back records (dicts).
 
-`call_tool` is the one way a tool is called: under its breaker (one per tool, ragopt.backends.breaker), every
-attempt run in the tool's own worker threads and waited for at most the budget left, one retry on a connection
-error within the same budget. A failure is a `ToolUnavailable` whose `cause` a trace can show ("tool_timeout",
-"tool_connection", "tool_error", "tool_breaker_open"); a call never outlives its budget, though a hung callable's
-thread does (Python cannot stop it), so each tool has a few threads of its own and a stuck tool cannot starve
-another.
+`call_tool` is the one way a tool is called: under its breaker (ragopt.backends.breaker), in the tool's own worker
+threads, within a budget of min(timeout_s, time left to the request's deadline) that counts from when a worker takes
+the call up (a wait for a thread is no part of the tool's time), one retry on a connection error within the same
+budget. A failure is a `ToolUnavailable` whose `cause` a trace can show: "tool_timeout", "tool_connection",
+"tool_error" and "tool_breaker_open" say the tool is unwell and count on the breaker; "tool_busy" (no worker free
+within the budget) and "tool_deadline" (the request's deadline cut the budget and ran out) do not. A call never
+outlives its budget, though a hung callable's thread does (Python cannot stop it).
 """
 
 from __future__ import annotations
 
 import inspect
 import json
+import threading
 import time
 import typing
 from concurrent.futures import ThreadPoolExecutor
-from concurrent.futures import TimeoutError as FutureTimeout
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
@@ -24,7 +25,7 @@ from ragopt.backends.breaker import CircuitBreaker
 from ragopt.errors import InputError, ToolUnavailable
 
 Record = dict[str, Any]
-WORKERS_PER_TOOL = 4
+WORKERS_PER_TOOL = 256  # serve's request threads (ragopt.serve.app.create_app's max_workers)
 
 
 def records(value: Any) -> list[Record]:
@@ -68,26 +69,20 @@ def _return_fields(annotation: Any) -> tuple[str, ...] | None:
     return None
 
 
-class _Threads:
-    """Runs one call in the tool's own worker threads and waits for it at most `timeout_s`."""
+class _Pooled:
+    """A tool's own worker threads, as many as serve runs requests at once (ragopt.serve.app's pool), so that a
+    call of a healthy tool never waits for a thread behind other calls. A hung callable's thread outlives its
+    call (Python cannot stop it), but each tool has threads of its own, so a stuck tool cannot starve another."""
 
     def __init__(self, name: str):
         self.name = name
-        self._pool = ThreadPoolExecutor(max_workers=WORKERS_PER_TOOL, thread_name_prefix=f"tool-{name}")
-
-    def run(self, fn: Callable[[], Any], timeout_s: float) -> Any:
-        future = self._pool.submit(fn)
-        try:
-            return future.result(timeout=timeout_s)
-        except FutureTimeout:
-            future.cancel()
-            raise TimeoutError(f"no result within {timeout_s:.3g} s") from None
+        self.pool = ThreadPoolExecutor(max_workers=WORKERS_PER_TOOL, thread_name_prefix=f"tool-{name}")
 
     def close(self) -> None:
-        self._pool.shutdown(wait=False, cancel_futures=True)
+        self.pool.shutdown(wait=False, cancel_futures=True)
 
 
-class CallableTool(_Threads):
+class CallableTool(_Pooled):
     """Any callable whose parameters all carry type annotations; its return annotation (a TypedDict or pydantic
     model, or a list of one) says which fields it returns, else `fields` must."""
 
@@ -104,12 +99,11 @@ class CallableTool(_Threads):
         self.fn = fn
         self.fields = fields or _return_fields(hints.get("return"))
 
-    def __call__(self, args: Mapping[str, Any], timeout_s: float) -> list[Record]:
-        kwargs = {k: v for k, v in args.items() if k in self.params}
-        return records(self.run(lambda: self.fn(**kwargs), timeout_s))
+    def invoke(self, args: Mapping[str, Any], timeout_s: float) -> Any:
+        return self.fn(**{k: v for k, v in args.items() if k in self.params})
 
 
-class LangChainTool(_Threads):
+class LangChainTool(_Pooled):
     """A LangChain `BaseTool`: invoked with the arguments its `args` declare; `fields` (from the config's JSON
     schema) say what its result holds, since a BaseTool declares its input only."""
 
@@ -119,12 +113,11 @@ class LangChainTool(_Threads):
         self.params = list(getattr(tool, "args", {}) or {})
         self.fields = fields
 
-    def __call__(self, args: Mapping[str, Any], timeout_s: float) -> list[Record]:
-        kwargs = {k: v for k, v in args.items() if k in self.params}
-        return records(self.run(lambda: self.tool.invoke(kwargs), timeout_s))
+    def invoke(self, args: Mapping[str, Any], timeout_s: float) -> Any:
+        return self.tool.invoke({k: v for k, v in args.items() if k in self.params})
 
 
-class HttpTool(_Threads):
+class HttpTool(_Pooled):
     """A URL answering POST {arguments} with JSON records; `fields` come from its JSON schema."""
 
     def __init__(self, url: str, name: str, fields: tuple[str, ...]):
@@ -133,9 +126,10 @@ class HttpTool(_Threads):
 
         self.url = url
         self.fields = fields
-        self._client = httpx.Client()
+        # as many connections as threads: a call never waits in httpx's pool either (its default is 100)
+        self._client = httpx.Client(limits=httpx.Limits(max_connections=WORKERS_PER_TOOL))
 
-    def _post(self, args: Mapping[str, Any], timeout_s: float) -> Any:
+    def invoke(self, args: Mapping[str, Any], timeout_s: float) -> Any:
         import httpx
 
         try:
@@ -147,37 +141,73 @@ class HttpTool(_Threads):
         response.raise_for_status()
         return response.json()
 
-    def __call__(self, args: Mapping[str, Any], timeout_s: float) -> list[Record]:
-        return records(self.run(lambda: self._post(args, timeout_s), timeout_s))
-
     def close(self) -> None:
         super().close()
         self._client.close()
 
 
-def call_tool(tool: Any, args: Mapping[str, Any], timeout_s: float, breaker: CircuitBreaker) -> tuple[list[Record], int]:
-    """(records, attempts) from `tool` within `timeout_s` in all, or ToolUnavailable. A connection error is
-    retried once if budget is left; a timeout or any other error is not."""
+class _Call:
+    """One call as a worker runs it: its budget, min(timeout_s, time left to the request's deadline), counts from
+    when a worker takes it up; a connection error is retried once within the same budget."""
+
+    def __init__(self, tool: Any, args: Mapping[str, Any], timeout_s: float, deadline: float | None):
+        self.tool, self.args, self.timeout_s, self.deadline = tool, args, timeout_s, deadline
+        self.started = threading.Event()
+        self.end = 0.0  # monotonic; set when a worker takes the call
+        self.cut = False  # whether the request's deadline, not timeout_s, set the budget
+
+    def budget(self, now: float) -> float:
+        return self.timeout_s if self.deadline is None else min(self.timeout_s, self.deadline - now)
+
+    def work(self) -> tuple[Any, int]:
+        now = time.monotonic()
+        budget = self.budget(now)
+        self.end, self.cut = now + budget, budget < self.timeout_s
+        self.started.set()
+        for attempt in (1, 2):
+            left = self.end - time.monotonic()
+            if left <= 0:
+                raise TimeoutError(f"no result within {budget:.3g} s")
+            try:
+                return self.tool.invoke(self.args, left), attempt
+            except ConnectionError:
+                if attempt == 2 or self.end - time.monotonic() <= 0:
+                    raise
+        raise AssertionError("unreachable")
+
+
+def call_tool(tool: Any, args: Mapping[str, Any], timeout_s: float, breaker: CircuitBreaker,
+              deadline: float | None = None) -> tuple[list[Record], int]:
+    """(records, attempts) from `tool` within min(timeout_s, time left to `deadline`, a time.monotonic() value),
+    or ToolUnavailable. The budget bounds the tool's own work: a wait for a free worker is not in it, and a call
+    that finds none within the budget ("tool_busy") says nothing of the tool's health, nor does one the request's
+    deadline cut short ("tool_deadline"): neither counts on the breaker."""
     if not breaker.allow():
         raise ToolUnavailable("tool_breaker_open", f"tool {breaker.name!r} failed {breaker.failures_to_open} times in a row")
-    deadline = time.monotonic() + timeout_s
-    for attempt in (1, 2):
-        left = deadline - time.monotonic()
-        try:
-            if left <= 0:
-                raise TimeoutError(f"no result within {timeout_s:.3g} s")
-            found = tool(args, left)
-        except ConnectionError as exc:
-            if attempt == 1 and deadline - time.monotonic() > 0:
-                continue
-            breaker.failure()
-            raise ToolUnavailable("tool_connection", str(exc) or "connection refused") from None
-        except TimeoutError as exc:
-            breaker.failure()
-            raise ToolUnavailable("tool_timeout", str(exc)) from None
-        except Exception as exc:  # the tool's own failure: an HTTP error, bad JSON, an exception in the callable
-            breaker.failure()
-            raise ToolUnavailable("tool_error", f"{type(exc).__name__}: {exc}") from None
-        breaker.success()
-        return found, attempt
-    raise AssertionError("unreachable")
+    call = _Call(tool, args, timeout_s, deadline)
+    wait_s = call.budget(time.monotonic())
+    if wait_s <= 0:
+        breaker.neutral()
+        raise ToolUnavailable("tool_deadline", "the request's deadline has passed")
+    future = tool.pool.submit(call.work)
+    if not call.started.wait(wait_s) and future.cancel():
+        breaker.neutral()
+        raise ToolUnavailable("tool_busy", f"no worker free within {wait_s:.3g} s (every one of the tool's threads is busy)")
+    call.started.wait()  # the cancel came too late: a worker has just taken the call
+    try:
+        found, attempts = future.result(timeout=max(call.end - time.monotonic(), 0.0))
+        found = records(found)
+    except TimeoutError as exc:  # concurrent.futures' timeout is this one too
+        if call.cut:
+            breaker.neutral()
+            raise ToolUnavailable("tool_deadline", "the request's deadline cut the call short") from None
+        breaker.failure()
+        raise ToolUnavailable("tool_timeout", str(exc) or f"no result within {timeout_s:.3g} s") from None
+    except ConnectionError as exc:
+        breaker.failure()
+        raise ToolUnavailable("tool_connection", str(exc) or "connection refused") from None
+    except Exception as exc:  # the tool's own failure: an HTTP error, bad JSON, an exception in the callable
+        breaker.failure()
+        raise ToolUnavailable("tool_error", f"{type(exc).__name__}: {exc}") from None
+    breaker.success()
+    return found, attempts

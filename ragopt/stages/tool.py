@@ -1,13 +1,15 @@
 """The tool stage: live data beside the documents (the seeds' "a tool queries the latest collection status").
 
 After retrieval, a rule over the question (or the config: `call`) decides whether to call the tool: the question
-names the subject area (`rule_words`) and asks for the state now (`live_words`); on the shipped set the rule sends
-all 47 tool questions and none of the 279 documentation questions to the tool. The subject
-comes from the retrieved passages (`subject_pattern`, "loaded by JOB" in the shipped corpus) and the tool is
-called with it and the request's tenant under `timeout_s` (ragopt.backends.tools: one retry on a connection
-error within that budget, a breaker per tool). What it returns is, in this order:
-- redacted: the configured sensitive fields masked (`redact_fields`), before anything reaches a prompt, a trace
-  or a log (the raw record never leaves this module);
+names the subject area (`rule_words`) and asks for the state now (`live_words`), as whole words (Chinese ones as
+ragopt.text cuts them: "now" is not in "known"); on the shipped set the rule sends all 47 tool questions and none of
+the 279 documentation questions to the tool. The subject comes from the retrieved passages (`subject_pattern`,
+"loaded by JOB" in the shipped corpus) and the tool is called with it and the request's tenant within
+min(`timeout_s`, time left to the request's deadline) (ragopt.backends.tools: one retry on a connection error
+within that budget; a breaker per tool and trial settings). What it returns is, in this order:
+- redacted: the configured sensitive fields masked (`redact_fields`, at any depth), and their values wherever
+  else they appear in the record, before anything reaches a prompt, a trace or a log (the raw record never leaves
+  this module);
 - pruned: only the fields the question needs are kept (`keep_fields`, plus each of `field_words`' fields whose
   words the question holds); the span counts the tokens pruning saved (`pruned_tokens`);
 - a passage after the documents, marked live (`chunk.metadata["live"]`, with the time it was read), never a
@@ -35,13 +37,15 @@ from ragopt.errors import InputError, ToolUnavailable
 from ragopt.pipeline import RequestState
 from ragopt.stages.prompt import number_passages
 from ragopt.stages.spec import BuildContext, Plan, StageSpec
+from ragopt.text import holds_phrase, plain_terms
 from ragopt.types import LIVE_DOC_PREFIX, Chunk, Citation, Hit, is_live
 
 MASK = "[redacted]"
 SERVICES = ("collection-status",)
 _DEFAULT_WORDS = {
-    "failure_reason": ["fail", "error", "why", "wrong", "broke", "失败", "原因", "为什么", "报错"],
-    "rows_loaded": ["rows", "how many", "records", "行", "多少", "条"],
+    "failure_reason": ["fail", "fails", "failed", "failure", "error", "errors", "why", "reason", "wrong", "broke",
+                       "失败", "原因", "为什么", "报错"],
+    "rows_loaded": ["rows", "row", "how many", "records", "行", "多少", "条"],
     "started_at": ["when", "time", "last run", "何时", "时间", "什么时候"],
 }
 
@@ -60,9 +64,11 @@ class ToolConfig(StrictModel):
     runs: str | None = Field(None, description="service: the runs JSONL it loads (default: the shipped set's)")
     result_schema: str | None = Field(None, description="the result's JSON schema: inline JSON or a .json file (the "
                                       "fields redaction and pruning may name)")
-    timeout_s: float = knob(2.0, sweep=[0.5, 2.0], gt=0, description="the call's whole budget, retry included")
+    timeout_s: float = knob(2.0, sweep=[0.5, 2.0], gt=0, description="the tool's own time for a call, retry included "
+                            "(a wait for a worker thread is not in it; the request's deadline can cut it)")
     rule_words: list[str] = Field(default_factory=lambda: [
-        "collection", "collect", "ingest", "load", "run", "status", "fail", "rows",
+        "collection", "collect", "collected", "ingest", "ingestion", "load", "loaded", "run", "runs", "status", "fail",
+        "failed", "failure", "rows",
         "采集", "失败", "加载", "运行", "状态", "入库"])
     live_words: list[str] = Field(default_factory=lambda: [
         "last", "latest", "recent", "today", "now", "currently", "最近", "上次", "今天", "目前", "现在"],
@@ -137,14 +143,44 @@ def _service(config: ToolConfig, resources: Any) -> Any:
     return resources.get(("tool-service", config.service, str(runs)), start) if resources is not None else start()
 
 
-def redact(record: dict[str, Any], fields: list[str]) -> dict[str, Any]:
-    return {k: (MASK if k in fields and v not in (None, "") else v) for k, v in record.items()}
+def _secrets(value: Any, fields: frozenset[str], redacted: bool, found: set[str], named: set[str]) -> None:
+    """Into `found`: the scalar values under a field named in `fields`, at any depth (`named`: those names seen)."""
+    if isinstance(value, dict):
+        for k, v in value.items():
+            if k in fields:
+                named.add(k)
+            _secrets(v, fields, redacted or k in fields, found, named)
+    elif isinstance(value, list):
+        for v in value:
+            _secrets(v, fields, redacted, found, named)
+    elif redacted and value not in (None, "") and not isinstance(value, bool):
+        found.add(str(value))
 
 
-def pruned(record: dict[str, Any], question: str, config: ToolConfig) -> dict[str, Any]:
-    """The fields the question needs: `keep_fields`, and each of `field_words` whose words the question holds."""
-    q = question.lower()
-    wanted = set(config.keep_fields) | {f for f, words in config.field_words.items() if any(w.lower() in q for w in words)}
+def _masked(value: Any, fields: frozenset[str], secrets: set[str], pattern: re.Pattern[str] | None) -> Any:
+    if isinstance(value, dict):
+        return {k: MASK if k in fields and v not in (None, "") else _masked(v, fields, secrets, pattern) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_masked(v, fields, secrets, pattern) for v in value]
+    if isinstance(value, str):
+        return pattern.sub(MASK, value) if pattern is not None else value
+    return MASK if value is not None and not isinstance(value, bool) and str(value) in secrets else value
+
+
+def redact(record: dict[str, Any], fields: list[str]) -> tuple[dict[str, Any], list[str]]:
+    """`record` with every field named in `fields` masked, in nested records and lists too, and their values masked
+    wherever else they appear: inside any string (case-insensitively) and as any other field's whole value. A note
+    that names the patient a redacted `patient_id` holds is no way around it. Also: the redacted names found."""
+    names, secrets, named = frozenset(fields), set(), set()
+    _secrets(record, names, False, secrets, named)
+    longest_first = sorted(secrets, key=lambda v: (-len(v), v))  # a secret inside a longer one: the longer wins
+    pattern = re.compile("|".join(map(re.escape, longest_first)), re.IGNORECASE) if secrets else None
+    return _masked(record, names, secrets, pattern), sorted(named)
+
+
+def pruned(record: dict[str, Any], terms: list[str], config: ToolConfig) -> dict[str, Any]:
+    """The fields the question (its `terms`) needs: `keep_fields`, and each of `field_words` whose words it holds."""
+    wanted = set(config.keep_fields) | {f for f, words in config.field_words.items() if any(holds_phrase(terms, w) for w in words)}
     return {k: v for k, v in record.items() if k in wanted}
 
 
@@ -170,11 +206,12 @@ class CallTool:
         return None
 
     def wanted(self, state: RequestState) -> bool:
+        """The rule: whole words (Chinese ones as ragopt.text cuts them), so "now" is not in "known"."""
         if self.config.call != "rule":
             return self.config.call == "always"
-        q = state.query.text.lower()
-        return (any(w.lower() in q for w in self.config.rule_words)
-                and any(w.lower() in q for w in self.config.live_words))
+        terms = plain_terms(state.query.text)
+        return (any(holds_phrase(terms, w) for w in self.config.rule_words)
+                and any(holds_phrase(terms, w) for w in self.config.live_words))
 
     def subject(self, hits: list[Hit]) -> str | None:
         """The first match in the passages in rank order, else in their documents in rank order."""
@@ -199,7 +236,7 @@ class CallTool:
         else:
             args = {self.config.subject_arg: subject, "tenant": state.query.tenant}
             try:
-                found, attempts = call_tool(self.client, args, self.config.timeout_s, self.breaker)
+                found, attempts = call_tool(self.client, args, self.config.timeout_s, self.breaker, state.deadline)
                 attrs.update({"tool.called": True, "tool.attempts": attempts, "tool.records": len(found)})
                 text = self._text(found[:1], state.query.text, attrs)
             except ToolUnavailable as exc:
@@ -214,14 +251,20 @@ class CallTool:
         return state
 
     def _text(self, found: list[dict[str, Any]], question: str, attrs: dict[str, Any]) -> str:
-        shown = [redact(r, self.config.redact_fields) for r in found] if self.config.redaction else found
+        shown, named = found, set()
+        if self.config.redaction:
+            shown = []
+            for r in found:
+                masked, names = redact(r, self.config.redact_fields)
+                shown.append(masked)
+                named.update(names)
         full = render(shown)
         if self.config.prune:
-            shown = [pruned(r, question, self.config) for r in shown]
+            terms = plain_terms(question)
+            shown = [pruned(r, terms, self.config) for r in shown]
         text = render(shown)
         attrs.update({"tool.tokens": self.count(text), "pruned_tokens": self.count(full) - self.count(text),
-                      "redacted_fields": sorted({k for r in found for k in r if k in self.config.redact_fields})
-                      if self.config.redaction else []})
+                      "redacted_fields": sorted(named)})
         return text
 
 
@@ -303,9 +346,10 @@ def _build(config: ToolConfig, ctx: BuildContext) -> list[Any] | None:
     from ragopt.backends.breaker import CircuitBreaker
     from ragopt.tokencount import token_counter
 
-    client = ctx.resources.get(("tool", config.name, json.dumps(config.model_dump(mode="json"), sort_keys=True)),
-                               lambda: open_tool(config, ctx.resources))
-    breaker = ctx.resources.get(("tool-breaker", config.name),
+    settings = json.dumps(config.model_dump(mode="json"), sort_keys=True)
+    client = ctx.resources.get(("tool", config.name, settings), lambda: open_tool(config, ctx.resources))
+    # one breaker per tool and trial settings: a sweep's 0.5 s trial timing out must not open it for the 2 s trial
+    breaker = ctx.resources.get(("tool-breaker", config.name, settings),
                                 lambda: CircuitBreaker(config.name, config.breaker_failures, config.breaker_reset_s))
     counter = ctx.resources.get(("token-counter", "embedder", ctx.plan.embedder.fingerprint()),
                                 lambda: token_counter("embedder", ctx.plan.embedder))

@@ -1,9 +1,12 @@
-"""Tool clients: a typed callable, a LangChain tool and an HTTP tool, each under a timeout, one retry on a connection
-error within the budget, and a breaker per tool."""
+"""Tool clients: a typed callable, a LangChain tool and an HTTP tool, each under a timeout that bounds the tool's own
+work (not a wait for a worker, and cut to the request's deadline), one retry on a connection error within the
+budget, and a breaker that only the tool's own failures move."""
 
 from __future__ import annotations
 
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from typing import TypedDict
 
 import pytest
@@ -112,4 +115,55 @@ def test_an_http_tool_on_a_closed_port_fails_as_a_connection_error():
     with pytest.raises(ToolUnavailable) as exc:
         call_tool(tool, {"job": "j"}, 1.0, CircuitBreaker("nobody"))
     assert exc.value.cause == "tool_connection" and time.perf_counter() - t0 < 1.5
+    tool.close()
+
+
+def test_a_wait_for_a_worker_is_not_the_tools_time_nor_a_failure(monkeypatch: pytest.MonkeyPatch):
+    from ragopt.backends import tools
+
+    monkeypatch.setattr(tools, "WORKERS_PER_TOOL", 1)  # one worker, so that the second call must wait for it
+    taken, release = threading.Event(), threading.Event()
+
+    def job_status(job: str, hold: bool) -> Status:
+        if hold:
+            taken.set()
+            release.wait(30)
+        else:
+            time.sleep(0.6)
+        return {"job": job, "status": "ok"}
+
+    tool, breaker = CallableTool(job_status, "one-worker"), CircuitBreaker("one-worker", failures=1)
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        holder = pool.submit(call_tool, tool, {"job": "a", "hold": True}, 30.0, breaker)
+        taken.wait(30)
+        waiter = pool.submit(call_tool, tool, {"job": "b", "hold": False}, 1.0, breaker)
+        time.sleep(0.6)
+        release.set()
+        # the waiter waited 0.6 s for the worker and then worked 0.6 s: past 1 s in all, within its 1 s of work
+        assert waiter.result()[0] == [{"job": "b", "status": "ok"}] and holder.result()[1] == 1
+    release.clear()
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        holder = pool.submit(call_tool, tool, {"job": "a", "hold": True}, 30.0, breaker)
+        taken.wait(30)
+        with pytest.raises(ToolUnavailable) as exc:  # no worker free within the budget: the tool is not to blame
+            call_tool(tool, {"job": "b", "hold": False}, 0.3, breaker)
+        assert exc.value.cause == "tool_busy" and breaker.state == "closed" and breaker.consecutive_failures == 0
+        release.set()
+        holder.result()
+    tool.close()
+
+
+def test_the_budget_is_cut_to_the_requests_deadline_and_that_is_no_failure():
+    def slow(job: str) -> Status:
+        time.sleep(2)
+        return {"job": job, "status": "late"}
+
+    tool, breaker = CallableTool(slow, "slow-deadline"), CircuitBreaker("slow-deadline", failures=1)
+    for left_s in (0.2, -1.0):  # some time left, less than timeout_s; none at all
+        with pytest.raises(ToolUnavailable) as exc:
+            call_tool(tool, {"job": "j"}, 10.0, breaker, deadline=time.monotonic() + left_s)
+        assert exc.value.cause == "tool_deadline" and breaker.state == "closed" and breaker.consecutive_failures == 0
+    with pytest.raises(ToolUnavailable) as exc:  # its own timeout, the request's deadline far: the tool is slow
+        call_tool(tool, {"job": "j"}, 0.2, breaker, deadline=time.monotonic() + 60)
+    assert exc.value.cause == "tool_timeout" and breaker.state == "open"
     tool.close()

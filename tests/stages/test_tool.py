@@ -11,9 +11,9 @@ from pathlib import Path
 import httpx
 import pytest
 
+from fixtures.tool_service import DOC, QUESTION, RUN, SECRETS, pipeline
 from ragopt.backends.breaker import CircuitBreaker
 from ragopt.backends.collection_status import SCHEMA, CollectionStatusService
-from ragopt.backends.tools import HttpTool, schema_fields
 from ragopt.cache import Cache
 from ragopt.config import validate
 from ragopt.errors import InputError
@@ -22,14 +22,7 @@ from ragopt.pipeline import Pipeline, RequestState
 from ragopt.stages.generate_extractive import ExtractiveGenerator
 from ragopt.stages.prompt import BuildPrompt, WordRenderer
 from ragopt.stages.tool import CallTool, LiveAnswer, ToolConfig, _check
-from ragopt.types import Chunk, Hit, Query
-
-SECRETS = {"patient_id": "NH5550123-R3", "operator": "Zebulon Marchetti-Oyelaran", "notes": "patient Quillon Ashdown held back"}
-RUN = {"run_id": "r3", "job": "lab_chem_ingest", "tenant": "north", "started_at": "2026-12-03T02:15:00+00:00",
-       "status": "failed", "rows_loaded": 0, "failure_reason": "source table LAB_RESULT_CHEM locked", **SECRETS}
-DOC = Chunk(id="c1", doc_id="north.field.LAB_GLU_FAST", start=0, end=90, tenant="north", title="LAB_GLU_FAST",
-            text="LAB_GLU_FAST has the type DECIMAL(5,1). Warehouse: ndw.lab_result_chem, loaded by lab_chem_ingest.")
-QUESTION = "What type is LAB_GLU_FAST, and why did its last collection fail?"
+from ragopt.types import Hit, Query
 
 
 @pytest.fixture(scope="module")
@@ -46,14 +39,6 @@ def service(runs: Path):
     svc = CollectionStatusService(runs)
     yield svc
     svc.close()
-
-
-def pipeline(url: str, memo: StageMemo | None = None, **settings: object) -> tuple[Pipeline, ToolConfig]:
-    config = ToolConfig(call="rule", tool="http", url=url, result_schema=json.dumps(SCHEMA), **settings)
-    tool = HttpTool(url, config.name, schema_fields(SCHEMA))
-    steps = [CallTool(config, tool, CircuitBreaker(config.name, 3, 60), lambda t: len(t.split())),
-             BuildPrompt(WordRenderer(), 4000), ExtractiveGenerator(), LiveAnswer()]
-    return Pipeline(steps, inputs=("query", "hits"), memo=memo), config
 
 
 def ask(p: Pipeline, question: str = QUESTION):
@@ -167,3 +152,60 @@ def test_the_rule_sends_every_tool_question_and_no_documentation_question_to_the
         return [tool.wanted(RequestState(query=Query(text=json.loads(line)["question"]))) for line in lines if line]
 
     assert all(asked("tool_questions.jsonl")) and not any(asked("questions.jsonl") + asked("followups.jsonl"))
+
+
+LEAKY = {"job": "lab_chem_ingest", "tenant": "north", "status": "failed",
+         "failure_reason": "stopped at patient NH5550123-R3; ZEBULON MARCHETTI-OYELARAN paged",  # in another field's text
+         "patient_id": "NH5550123-R3", "operator": "Zebulon Marchetti-Oyelaran", "notes": "Quillon Ashdown's chart",
+         "steps": [{"step": "extract", "operator": "Odalys Fenwick-Braga", "detail": "resumed by Odalys Fenwick-Braga"},
+                   {"step": "load", "detail": "waiting on Quillon Ashdown's chart"}],  # a nested record's own field
+         "context": {"last_patient": "NH5550123-R3", "pager": ["Zebulon Marchetti-Oyelaran", "ops"]}}
+PLANTED = ("NH5550123-R3", "Marchetti-Oyelaran", "Odalys Fenwick-Braga", "Quillon Ashdown")
+
+
+def leaky_run(job: str, tenant: str) -> list[dict]:
+    return [LEAKY]
+
+
+@pytest.mark.parametrize("redaction", [True, False])
+def test_redacted_values_are_masked_wherever_they_appear_in_the_record(redaction: bool):
+    from ragopt.backends.tools import CallableTool
+
+    config = ToolConfig(tool="x:y", call="always", prune=False, redaction=redaction)
+    steps = [CallTool(config, CallableTool(leaky_run, "leaky", tuple(LEAKY)), CircuitBreaker("leaky", 3, 60), len),
+             BuildPrompt(WordRenderer(), 4000), ExtractiveGenerator(), LiveAnswer()]
+    result = Pipeline(steps, inputs=("query", "hits")).run_state(RequestState(
+        query=Query(text=QUESTION, tenant="north"), hits=[Hit(chunk=DOC, score=1.0, rank=1, retriever="bm25")]))
+    seen = (result.state.prompt.text + result.trace.model_dump_json() + result.answer.model_dump_json()).lower()
+    leaked = [v for v in PLANTED if v.lower() in seen]
+    if not redaction:  # the same run unredacted: every planted value reaches the prompt
+        assert leaked == list(PLANTED)
+        return
+    assert leaked == [] and "stopped at patient [redacted]; [redacted] paged" in result.state.prompt.text
+    assert "'detail': 'waiting on [redacted]'" in result.state.prompt.text and "'ops'" in result.state.prompt.text
+    assert result.trace.span("tool").usage.attrs["redacted_fields"] == ["notes", "operator", "patient_id"]
+
+
+@pytest.mark.parametrize("question, wanted", [
+    ("Why did the last collection of LAB_INR fail?", True),
+    ("What is the load status of LAB_INR now?", True),
+    ("Is the collection schedule of LAB_INR known?", False),  # "now" inside "known"
+    ("Which load errors of LAB_INR are lasting?", False),  # "last" inside "lasting"
+    ("LAB_INR 最近一次采集加载了多少行？", True),
+    ("LAB_INR 的采集失败表现在哪些方面？", False),  # 现在 (now) straddles 表现|在 (shows in)
+    ("LAB_INR 的采集状态在题目前面说明了吗？", False),  # 目前 (currently) straddles 题目|前面
+])
+def test_the_rule_matches_whole_words_in_english_and_chinese(question: str, wanted: bool):
+    tool = CallTool(ToolConfig(call="rule"), None, None, len)
+    assert tool.wanted(RequestState(query=Query(text=question))) is wanted
+
+
+def test_pruning_matches_whole_words_too():
+    from ragopt.stages.tool import pruned
+    from ragopt.text import plain_terms
+
+    record = {"job": "j", "tenant": "t", "status": "failed", "rows_loaded": 0, "failure_reason": "locked"}
+    config = ToolConfig()
+    # 行 (rows) inside 运行 (run): the question asks why the run failed, not how many rows it loaded
+    assert set(pruned(record, plain_terms("它最近一次运行为什么失败？"), config)) == {"job", "tenant", "status", "failure_reason"}
+    assert "rows_loaded" in pruned(record, plain_terms("它最近一次加载了多少行？"), config)
