@@ -116,6 +116,18 @@ def test_ask_falls_back_to_extractive_only_on_a_generation_failure_and_says_so(t
     assert "degraded answer" in done.stderr and "Traceback" not in done.stderr
 
 
+def test_ask_streams_the_answer_it_gives_markers_as_attributed(tmp_path: Path) -> None:
+    dataset = write_beir(tmp_path / "tiny")
+    args = ("ask", "--dataset", str(dataset), "--retriever", "bm25", "--extractive")
+    for question in ("What causes ocean tides?", "Who lays the eggs in a bee hive?"):
+        streamed = ragopt(*args, question, workspace=tmp_path / "ws")
+        whole = ragopt(*args, "--no-stream", question, workspace=tmp_path / "ws")
+        assert streamed.returncode == 0 and whole.returncode == 0, streamed.stderr + whole.stderr
+        answer = whole.stdout.split("\n\n")[0]
+        assert "[1]" in answer and streamed.stdout.split("\n\n")[0] == answer
+        assert "answer:" not in streamed.stdout  # nothing to print again: what streamed is the answer
+
+
 def test_a_missing_chunker_tokenizer_is_one_line_naming_it(tmp_path: Path) -> None:
     dataset = write_beir(tmp_path / "tiny")
     model = tmp_path / "model-without-tokenizer"
