@@ -215,13 +215,13 @@ class Pipeline:
         sink = state.on_token
         stream = None if sink is None or isinstance(sink, AnswerStream) else AnswerStream(sink, self.steps, state)
         state.on_token = stream or sink
-        for step in self.steps:
-            state = self._run_step(step, state, trace, t0)
-        if stream is not None:
+        try:
+            for step in self.steps:
+                state = self._run_step(step, state, trace, t0)
+        finally:
             state.on_token = sink
-            diverged = stream.finish(state.answer)
-            if diverged is not None:
-                trace.degraded.append(diverged)
+        if stream is not None and (diverged := stream.finish(state.answer)) is not None:
+            trace.degraded.append(diverged)
         trace.total_ms = now_ms() - t0
         trace.route = state.route
         return Result(state=state, trace=trace)

@@ -5,10 +5,11 @@ pieces, while most of it is still sent before the generator ends."""
 from __future__ import annotations
 
 import random
+import time
 
 import pytest
 
-from ragopt.pipeline import Pipeline, RequestState
+from ragopt.pipeline import Pipeline, RequestState, Step
 from ragopt.stages.attribute import AttributeCitations, AttributeConfig
 from ragopt.stages.citations import parse_citations
 from ragopt.stages.prompt import number_passages
@@ -106,3 +107,34 @@ def test_a_rewriter_that_cannot_say_what_is_settled_holds_the_stream_to_the_end(
     result = Pipeline([generator, Upper()], inputs=("query", "hits")).run_state(
         RequestState(query=Query(text="q"), hits=hits(), on_token=sent.append))
     assert sent == ["PARIS IS BIG. IT IS OLD."] and generator.sent_while_generating == 0
+
+
+class Failing(Scripted):
+    """A generator that breaks after sending its pieces (a server that dies mid-answer)."""
+
+    def run(self, state: RequestState) -> RequestState:
+        for piece in self.pieces:
+            state.on_token(piece)
+        raise ConnectionError("the server went away")
+
+
+def test_past_the_deadline_attribution_still_runs_on_a_streamed_answer_and_a_late_fallback_is_named() -> None:
+    class Late(Scripted):  # the deadline passes during generation: the answer is cut there
+        def run(self, state: RequestState) -> RequestState:
+            state = super().run(state)
+            state.deadline = time.monotonic() - 1
+            return state
+
+    sent: list[str] = []
+    late = Late(list("Fasting glucose is measured in mmol/L [3]. Version 4 renamed"), sent)
+    result = Pipeline([late, AttributeCitations()], inputs=("query", "hits")).run_state(
+        RequestState(query=Query(text="q"), hits=hits(), on_token=sent.append))
+    assert "".join(sent) == result.answer.text and "[1]" in result.answer.text  # attributed, as what was sent
+    sent.clear()
+    failing = Failing(list("Fasting glucose is measured in mmol/L. Version"), sent)
+    fallback = Scripted(list("Version 4 retired LAB_GLU_OLD."), sent)
+    result = Pipeline([Step(failing, fallback=fallback), AttributeCitations()], inputs=("query", "hits")).run_state(
+        RequestState(query=Query(text="q"), hits=hits(), on_token=sent.append))
+    assert result.answer.text == "Version 4 retired LAB_GLU_OLD [3]."
+    assert "".join(sent).startswith("Fasting glucose is measured in mmol/L [1].")  # sent before the failure
+    assert result.trace.degraded[-1].startswith("stream: ") and "differs from the answer" in result.trace.degraded[-1]
