@@ -108,53 +108,72 @@ def run_sweep(
     resources = resources or Resources()
     runner = TrialRunner(evalset, config, workspace, resources, progress=progress, remeasure=remeasure)
     runner.judge = judge
-    queries = [q.query for q in evalset.queries]
-    trials: list[Trial] = []
-    latencies: dict[str, list[float]] = {}
-    ran: dict[str, PlanConfig] = {}
-    generations = Generations()
-
-    def record(tid: str, plan: PlanConfig, trial: Trial, ms: list[float], rankings: Any) -> Trial:
-        trials.append(trial)
-        ran[tid] = plan
-        latencies[tid] = ms
-        if runs_dir is not None:
-            write_trec(runs_dir / f"{tid}.trec", tid, (
-                (qid, best_per_doc((doc, score) for _, doc, _, _, score in ranking)) for qid, ranking in rankings))
-        if contexts_dir is not None:
-            write_contexts(contexts_dir / f"{tid}.jsonl", rankings)
-        return trial
-
-    def evaluate(tid: str, plan: PlanConfig) -> Trial:
-        outcomes, index = runner.run(plan, queries, tid)
-        nonlocal generations
-        generations = generations.plus(fresh_generations(outcomes))
-        trial = score_trial(tid, plan, outcomes, index, evalset, config, names, keep, runner.cache, runner.judge)
-        if on_trial is not None:
-            on_trial(trial, outcomes)
-        return record(tid, plan, trial, [o.ms for o in outcomes], [(o.query_id, o.ranking) for o in outcomes])
-
-    summary = None
+    recorded = _Recorded(runs_dir, contexts_dir)
     try:
-        if config.races(plans):
-            from ragopt.eval.race_trials import race_trials
-
-            summary = race_trials(plans, runner, config, names, keep, gates, record, on_trial, progress)
-            generations = summary.generations
-        else:
-            _dispatch(plans, runner, config, names, keep, gates, record, evaluate, rankings=runs_dir is not None or contexts_dir is not None,
-                      progress=progress)
+        summary = _run_trials(plans, runner, config, names, keep, gates, recorded, on_trial, progress)
     finally:
         runner.close()
         if judge is not None:
             judge.close()
         if own_resources:
             resources.close()
-    selected, reasons = select(trials, gates)
-    results = _results(evalset, requested, config, runner.embedder(plans[0][1]), gates, trials, selected)
-    results.generations = generations if config.answers_on() else None
+    selected, reasons = select(recorded.trials, gates)
+    results = _results(evalset, requested, config, runner.embedder(plans[0][1]), gates, recorded.trials, selected)
+    results.generations = recorded.generations if config.answers_on() else None
     results.race = summary
-    return SweepOutcome(results, latencies, reasons, time.perf_counter() - t_start, ran, config)
+    return SweepOutcome(results, recorded.latencies, reasons, time.perf_counter() - t_start, recorded.plans, config)
+
+
+@dataclass
+class _Recorded:
+    """What the sweep's trials leave, in the order they are recorded: each trial, the plan it ran, its per-query
+    latencies, the generations its answers made, and its rankings as a TREC run file (`runs_dir`) and its passages
+    as they reach the prompt (`contexts_dir`)."""
+
+    runs_dir: Path | None
+    contexts_dir: Path | None
+    trials: list[Trial] = field(default_factory=list)
+    latencies: dict[str, list[float]] = field(default_factory=dict)
+    plans: dict[str, PlanConfig] = field(default_factory=dict)
+    generations: Generations = field(default_factory=Generations)
+
+    def __call__(self, tid: str, plan: PlanConfig, trial: Trial, ms: list[float], rankings: Any,
+                 made: Generations | None = None) -> Trial:
+        self.trials.append(trial)
+        self.plans[tid] = plan
+        self.latencies[tid] = ms
+        if made is not None:
+            self.generations = self.generations.plus(made)
+        if self.runs_dir is not None:
+            write_trec(self.runs_dir / f"{tid}.trec", tid, (
+                (qid, best_per_doc((doc, score) for _, doc, _, _, score in ranking)) for qid, ranking in rankings))
+        if self.contexts_dir is not None:
+            write_contexts(self.contexts_dir / f"{tid}.jsonl", rankings)
+        return trial
+
+
+def _run_trials(plans: list[Any], runner: TrialRunner, config: SweepConfig, names: list[str], keep: set[str],
+                gates: list[Any], recorded: _Recorded, on_trial: Any, progress: bool) -> Any:
+    """Every trial, raced or by the configured executor and search, into `recorded`; the race's summary, or None."""
+    if config.races(plans):
+        from ragopt.eval.race_trials import race_trials
+
+        summary = race_trials(plans, runner, config, names, keep, gates, recorded, on_trial, progress)
+        recorded.generations = summary.generations
+        return summary
+    queries = [q.query for q in runner.evalset.queries]
+
+    def evaluate(tid: str, plan: PlanConfig) -> Trial:
+        outcomes, index = runner.run(plan, queries, tid)
+        trial = score_trial(tid, plan, outcomes, index, runner.evalset, config, names, keep, runner.cache, runner.judge)
+        if on_trial is not None:
+            on_trial(trial, outcomes)
+        return recorded(tid, plan, trial, [o.ms for o in outcomes], [(o.query_id, o.ranking) for o in outcomes],
+                        fresh_generations(outcomes))
+
+    _dispatch(plans, runner, config, names, keep, gates, recorded, evaluate,
+              rankings=recorded.runs_dir is not None or recorded.contexts_dir is not None, progress=progress)
+    return None
 
 
 def _dispatch(plans: list[Any], runner: TrialRunner, config: SweepConfig, names: list[str], keep: set[str], gates: list[Any],

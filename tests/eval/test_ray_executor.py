@@ -1,7 +1,7 @@
 """The Ray executor on a local Ray instance: the same grid gives the same trials, in the same order, with the
 same metrics, rankings and selection as the local executor (latencies differ and are not compared), each in
-its own workspace; Optuna's TPE drives Ray tasks reproducibly; a session the caller opened is left open; a
-worker running other ragopt code stops the sweep with one line. Skips where ray is not installed, which in CI
+its own workspace, and counting the same generations; Optuna's TPE drives Ray tasks reproducibly; a session the
+caller opened is left open; a worker running other ragopt code stops the sweep with one line. Skips where ray is not installed, which in CI
 (RAGOPT_REQUIRE_ALL=1) fails instead."""
 
 from __future__ import annotations
@@ -94,6 +94,19 @@ def test_optuna_on_ray_samples_distinct_grid_trials_reproducibly(both: dict[str,
     grid = {t.id: t for t in both["local"].results.trials}
     for trial in first.trials:
         assert trial.metrics == grid[trial.id].metrics, trial.id
+
+
+def test_a_grid_on_ray_counts_its_generations_as_the_local_grid(both: dict[str, Any], session: Any) -> None:
+    # two chunkers on the session's 2 CPUs: one task per chunker, so each task's stage memo shares what the local
+    # run's does (answers of the same passages), and the generator calls are the same too
+    answering = GRID.model_copy(update={"answers": "extractive", "retrievers": ["bm25"]})
+    assert [len(t) for t in grid_tasks(answering.plans(), 2)] == [2, 2]
+    local = run_sweep(both["evalset"], answering, both["root"] / "ws-answers-local", progress=False).results
+    on_ray = run_sweep(both["evalset"], answering.model_copy(update={"executor": "ray"}),
+                       both["root"] / "ws-answers-ray", progress=False).results
+    assert local.race is None and local.generations.answers == len(local.trials) * len(local.query_ids) > 0
+    assert local.generations.generated > 0
+    assert on_ray.generations.model_dump() == local.generations.model_dump()
 
 
 def test_a_worker_with_other_ragopt_code_stops_the_sweep_in_one_line(
