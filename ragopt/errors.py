@@ -39,10 +39,12 @@ class InputError(RagoptError, ValueError):
 
 
 class BadRequest(InputError):
-    """A request ragopt cannot honour (serve answers 400 naming `field`), e.g. `n` > 1 or a non-text content part."""
+    """A request ragopt cannot honour (serve answers 400 naming `field`), e.g. `n` > 1 or a non-text content part;
+    `code` says how, in OpenAI's words ("invalid_value", "unsupported_value", "unsupported_parameter")."""
 
-    def __init__(self, field: str, message: str):
+    def __init__(self, field: str, message: str, code: str = "invalid_value"):
         super().__init__(message, field=field)
+        self.code = code
 
     def __str__(self) -> str:
         return f"{self.field}: {self.message}"

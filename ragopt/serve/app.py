@@ -3,10 +3,12 @@
 earlier messages of a chat) reach the plan's rewrite and history stages, as a sweep's follow-up questions do.
 
 Tenant and scopes come only from the API key (`Authorization: Bearer KEY`, mapped in a JSON file); the body
-never names them. Errors: 401 unknown key, 422 malformed body (naming the field), 413 question too long,
-429 with Retry-After (rate limit, quota, no generation slot). Streams are server-sent events: one `token`
-event per piece, then a `done` event whose data is {"answer", "citations", "trace"}. A client that goes
-away cancels its request: the generator stops at its next token.
+never names them. Errors, in OpenAI's shape on every `/v1/*` route (ragopt.serve.openai_errors: `{"error":
+{"message", "type", "param", "code"}}`): 401 unknown key, 400 malformed body or a field ragopt cannot honour (`param`
+names it), 413 question too long, 429 (rate limit, quota, no generation slot) and 503 (a deadline that cannot be
+met) with Retry-After. Streams are server-sent events: one `token` event per piece, then a `done` event whose
+data is {"answer", "citations", "trace"}. A client that goes away cancels its request: the generator stops at its
+next token.
 """
 
 from __future__ import annotations
@@ -22,11 +24,12 @@ from typing import Any, AsyncIterator
 from fastapi import Depends, FastAPI, HTTPException, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response, StreamingResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
 from pydantic import BaseModel, ConfigDict, Field
 
-from ragopt.errors import InputError
-from ragopt.errors import Refused
-from ragopt.serve.openai_shape import BadRequest, ChatBody, ChatRender, chat_request, models_list
+from ragopt.errors import BadRequest, InputError, Refused
+from ragopt.serve import openai_errors
+from ragopt.serve.openai_shape import ChatBody, ChatRender, chat_request, models_list
 from ragopt.serve.scheduler import KeyPolicy, TenantPolicy
 from ragopt.serve.service import AskOptions, Principal, RagService, RequestHandle
 from ragopt.types import Turn
@@ -136,10 +139,10 @@ class _Requests:
         self.service, self.keys, self.pool = service, keys, pool
         self.tracing = tracing  # a ragopt.observe.served_traces.ServedTraces when traces are exported, else None
 
-    def error(self, status: int, message: str, endpoint: str, outcome: str, headers: dict[str, str] | None = None,
-              **extra: Any) -> Any:
+    def error(self, status: int, body: dict[str, Any], endpoint: str, outcome: str, headers: dict[str, str] | None = None) -> Any:
+        """`body`: OpenAI's error shape (ragopt.serve.openai_errors)."""
         self.service.metrics.requests.labels(endpoint=endpoint, outcome=outcome).inc()
-        return JSONResponse({"error": message, **extra}, status_code=status, headers=headers)
+        return JSONResponse(body, status_code=status, headers=headers)
 
     def principal_of(self, request: Request) -> Principal:
         """A dependency, so an unknown key is 401 before the body is even validated."""
@@ -177,18 +180,23 @@ class _Requests:
         return handle, queue
 
     def refusal(self, exc: BaseException, endpoint: str) -> Any:
-        if isinstance(exc, BadRequest):  # found only once the request was laid out (its instructions' tokens)
-            return self.error(400, str(exc), endpoint, "invalid", field=exc.field)
+        """The answer to a request the service turned away (Refused: 429/503 with Retry-After), found it could not
+        honour (BadRequest: 400 naming the field; some are found only once the request is laid out, e.g. its
+        instructions' tokens) or failed on (500)."""
         if isinstance(exc, Refused):
             retry = str(max(1, int(exc.retry_after_s + 0.999)))
             outcome = "rate_limited" if exc.status == 429 else "refused"
-            return self.error(exc.status, str(exc), endpoint, outcome, headers={"Retry-After": retry})
-        return self.error(500, f"{type(exc).__name__}: {exc}", endpoint, "error")
+            return self.error(exc.status, openai_errors.refusal(exc), endpoint, outcome, headers={"Retry-After": retry})
+        if isinstance(exc, BadRequest):
+            return self.error(400, openai_errors.bad_request(exc), endpoint, "invalid")
+        return self.error(500, openai_errors.by_status(500, f"{type(exc).__name__}: {exc}"), endpoint, "error")
 
     def too_long(self, question: str, endpoint: str) -> Any:
         limit = self.service.settings.max_question_chars
         if len(question) > limit:
-            return self.error(413, f"question of {len(question)} characters; at most {limit}", endpoint, "too_long", field="question")
+            param = "question" if endpoint == "/v1/ask" else "messages"  # a chat's question is its last message
+            body = openai_errors.by_status(413, f"{param}: a question of {len(question)} characters; at most {limit}", param)
+            return self.error(413, body, endpoint, "too_long")
         return None
 
     @staticmethod
@@ -257,7 +265,7 @@ class _Requests:
                     return
                 else:
                     outcome = "error"
-                    yield _sse("error", {"error": f"{type(data).__name__}: {data}"})
+                    yield _sse("error", openai_errors.by_status(500, f"{type(data).__name__}: {data}"))
                     return
                 event = await queue.get()
         finally:
@@ -279,14 +287,15 @@ def create_app(service: RagService, keys: dict[str, Principal], max_workers: int
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(request: Request, exc: RequestValidationError) -> Any:
-        first = exc.errors()[0] if exc.errors() else {}
-        loc = [str(p) for p in first.get("loc", ()) if p != "body"]
-        field = ".".join(loc) or "body"
-        return requests.error(422, f"{field}: {first.get('msg', 'invalid body')}", request.url.path, "invalid", field=field)
+        return requests.error(400, openai_errors.invalid_body(list(exc.errors())), request.url.path, "invalid")
 
-    @app.exception_handler(HTTPException)
-    async def _http_error(request: Request, exc: HTTPException) -> Any:
-        return JSONResponse({"error": exc.detail}, status_code=exc.status_code, headers=exc.headers)
+    @app.exception_handler(StarletteHTTPException)  # FastAPI's own 404/405 as well as ours
+    async def _http_error(request: Request, exc: StarletteHTTPException) -> Any:
+        if request.url.path.startswith("/v1/"):
+            body = openai_errors.by_status(exc.status_code, str(exc.detail))
+        else:
+            body = {"error": exc.detail}
+        return JSONResponse(body, status_code=exc.status_code, headers=exc.headers)
 
     @app.post("/v1/ask")
     async def ask(body: AskBody, request: Request, principal: Principal = Depends(requests.principal_of)) -> Any:
@@ -298,7 +307,7 @@ def create_app(service: RagService, keys: dict[str, Principal], max_workers: int
         try:
             chat = chat_request(body)
         except BadRequest as exc:
-            return requests.error(400, str(exc), "/v1/chat/completions", "invalid", field=exc.field)
+            return requests.error(400, openai_errors.bad_request(exc), "/v1/chat/completions", "invalid")
         options = AskOptions(history=chat.history, sampling=chat.sampling, instructions=chat.instructions)
         return await requests.run(request, principal, chat.question, options, body.stream, "/v1/chat/completions",
                                   ChatRender(body.model, chat.include_usage))

@@ -84,21 +84,23 @@ def _text(message: ChatMessage, i: int) -> str:
     texts = []
     for j, part in enumerate(content):
         if part.type != "text" or part.text is None:
-            raise BadRequest(f"messages.{i}.content.{j}", f"a part of type {part.type!r} is not supported; only text parts")
+            raise BadRequest(f"messages.{i}.content.{j}", f"a part of type {part.type!r} is not supported; only text parts",
+                             "unsupported_value")
         texts.append(part.text)
     return "\n".join(texts)
 
 
 def _refuse_unsupported(body: ChatBody) -> None:
     if body.n is not None and body.n > 1:
-        raise BadRequest("n", f"{body.n} choices asked; ragopt answers with one (n=1)")
+        raise BadRequest("n", f"{body.n} choices asked; ragopt answers with one (n=1)", "unsupported_value")
     extra = body.model_extra or {}
     for name, why in _UNSUPPORTED.items():
         if extra.get(name) not in _HARMLESS:
-            raise BadRequest(name, why)
+            raise BadRequest(name, why, "unsupported_parameter")
     fmt = extra.get("response_format")
     if fmt is not None and not (isinstance(fmt, dict) and fmt.get("type") == "text"):
-        raise BadRequest("response_format", "only text answers (type \"text\"); JSON and schemas are not supported")
+        raise BadRequest("response_format", "only text answers (type \"text\"); JSON and schemas are not supported",
+                         "unsupported_value")
 
 
 def chat_request(body: ChatBody) -> ChatRequest:

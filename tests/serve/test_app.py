@@ -1,6 +1,6 @@
 """`ragopt serve`'s HTTP contract on a real uvicorn over loopback, with real llama.cpp (the tiny GGUF) and
 BM25 over the tiny corpus: streaming and JSON answers with their trace, OpenAI-compatible chat, auth from
-the API key only, 401/422/413/429 without disturbing a request in flight, caches by tenant and scope,
+the API key only, 401/400/413/429 in OpenAI's error shape without disturbing a request in flight, caches by tenant and scope,
 metrics, and a client disconnect that stops generation."""
 
 from __future__ import annotations
@@ -112,17 +112,19 @@ def test_healthz_and_metrics(served: tuple[str, Any]) -> None:
 
 def _bad_requests_are_refused(url: str) -> None:
     r = httpx.post(f"{url}/v1/ask", json={"question": "x"}, headers={"Authorization": "Bearer nope"})
-    assert r.status_code == 401
+    assert r.status_code == 401 and r.json()["error"]["type"] == "authentication_error"
     r = httpx.post(f"{url}/v1/ask", json={"question": "x"}, headers={})
     assert r.status_code == 401
     r = httpx.post(f"{url}/v1/ask", json={"questoin": "x"}, headers=STAFF)
-    assert r.status_code == 422 and r.json()["field"] == "question"
+    assert r.status_code == 400 and r.json()["error"]["param"] == "question"
+    assert r.json()["error"]["code"] == "missing_required_parameter"
     r = httpx.post(f"{url}/v1/ask", json={"question": "x", "stream": "maybe"}, headers=STAFF)
-    assert r.status_code == 422 and r.json()["field"] == "stream"
+    assert r.status_code == 400 and r.json()["error"]["param"] == "stream"
     r = httpx.post(f"{url}/v1/ask", json={"question": "x", "tenant": "beta"}, headers=STAFF)
-    assert r.status_code == 422 and r.json()["field"] == "tenant"  # the body never names the tenant
+    assert r.status_code == 400 and r.json()["error"]["param"] == "tenant"  # the body never names the tenant
+    assert r.json()["error"]["code"] == "unknown_parameter"
     r = httpx.post(f"{url}/v1/ask", json={"question": "why " * 200}, headers=STAFF)
-    assert r.status_code == 413 and r.json()["field"] == "question"
+    assert r.status_code == 413 and r.json()["error"]["param"] == "question"
 
 
 def test_bad_requests_beside_a_stream_then_its_client_disconnects(tiny_gguf: Path, serve_files: dict[str, Path], tmp_path: Path) -> None:
@@ -165,4 +167,6 @@ def test_rate_limits_answer_429_with_retry_after(tiny_gguf: Path, serve_files: d
         codes = [httpx.post(f"{url}/v1/ask", json={"question": "What causes tides?"}, headers=STAFF, timeout=60) for _ in range(3)]
         assert [c.status_code for c in codes] == [200, 200, 429]
         assert int(codes[2].headers["Retry-After"]) >= 1
+        assert codes[2].json()["error"] == {"message": "rate limit of this API key", "type": "rate_limit_error", "param": None,
+                                            "code": "rate_limit_exceeded"}
         assert httpx.post(f"{url}/v1/ask", json={"question": "What causes tides?"}, headers=BETA, timeout=60).status_code == 200

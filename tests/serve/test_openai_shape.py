@@ -96,7 +96,35 @@ def test_the_openai_sdk_gets_at_most_max_tokens_a_usage_chunk_and_a_400_for_n(se
     assert any(c.choices and c.choices[0].finish_reason == "length" for c in chunks)
     with pytest.raises(openai.BadRequestError) as exc:
         client.chat.completions.create(model="ragopt", messages=messages, n=2)
-    assert exc.value.status_code == 400 and exc.value.response.json()["field"] == "n" and exc.value.body.startswith("n: ")
+    assert exc.value.status_code == 400 and exc.value.param == "n" and exc.value.code == "unsupported_value"
+    assert exc.value.type == "invalid_request_error" and exc.value.body["message"].startswith("n: ")
+
+
+def test_every_v1_error_is_in_openai_shape_for_the_sdk(served: tuple[str, Any]) -> None:
+    """A body without messages, a value out of range, a bad key, an unknown /v1 route and a body that is not JSON:
+    each is OpenAI's {"error": {"message", "type", "param", "code"}}, read by the SDK; other routes keep theirs."""
+    import openai
+
+    url, _ = served
+    client = openai.OpenAI(base_url=f"{url}/v1", api_key="key-beta", max_retries=0)
+    with pytest.raises(openai.BadRequestError) as exc:
+        client.post("/chat/completions", body={"model": "ragopt"}, cast_to=httpx.Response)
+    assert (exc.value.param, exc.value.code, exc.value.type) == ("messages", "missing_required_parameter", "invalid_request_error")
+    assert sorted(exc.value.response.json()["error"]) == ["code", "message", "param", "type"]
+    with pytest.raises(openai.BadRequestError) as exc:
+        client.chat.completions.create(model="ragopt", messages=[{"role": "user", "content": "Who?"}], temperature=5)
+    assert exc.value.param == "temperature" and exc.value.code == "invalid_value"
+    with pytest.raises(openai.AuthenticationError) as auth:
+        openai.OpenAI(base_url=f"{url}/v1", api_key="nope", max_retries=0).models.list()
+    assert (auth.value.type, auth.value.code, auth.value.param) == ("authentication_error", "invalid_api_key", None)
+    with pytest.raises(openai.NotFoundError) as missing:
+        client.embeddings.create(model="ragopt", input="bees")
+    assert missing.value.code == "unknown_url"
+    broken = httpx.post(f"{url}/v1/chat/completions", content=b"{\"messages\": [", timeout=30,
+                        headers={**BETA, "Content-Type": "application/json"})
+    assert broken.status_code == 400 and broken.json()["error"]["code"] == "invalid_json"
+    assert broken.json()["error"]["param"] is None
+    assert httpx.get(f"{url}/nowhere", timeout=30).json() == {"error": "Not Found"}  # not /v1: its own shape
 
 
 def test_a_conversation_reaches_the_history_stage_and_keys_the_cache(served: tuple[str, Any]) -> None:
@@ -116,4 +144,4 @@ def test_a_conversation_reaches_the_history_stage_and_keys_the_cache(served: tup
     assert alone.json()["trace"]["history"]["turns"] == 6
     bad = httpx.post(f"{url}/v1/ask", json={"question": "Who?", "history": [{"role": "robot", "content": "x"}]},
                      headers=BETA, timeout=60)
-    assert bad.status_code == 422 and bad.json()["field"].startswith("history.0.role")
+    assert bad.status_code == 400 and bad.json()["error"]["param"].startswith("history.0.role")
