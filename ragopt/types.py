@@ -93,7 +93,8 @@ class Turn(BaseModel):
 
 class Sampling(BaseModel):
     """What one request asks of the generator (an OpenAI-style request's options), applied within the plan's own
-    settings by `CompletionConfig.for_request`: a lower output budget, never a higher one."""
+    settings by `CompletionConfig.for_request`: a lower output budget, never a higher one. Every field is part of
+    the answer cache's key (serve keys on the whole model)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -101,6 +102,23 @@ class Sampling(BaseModel):
     temperature: float | None = Field(None, ge=0, le=2)
     stop: tuple[str, ...] = ()
     seed: int | None = None
+    top_p: float | None = Field(None, ge=0, le=1)
+    frequency_penalty: float | None = Field(None, ge=-2, le=2)
+    presence_penalty: float | None = Field(None, ge=-2, le=2)
+    logit_bias: tuple[tuple[int, float], ...] = Field((), description="(token id, bias in [-100, 100]), by token id")
+
+    @field_validator("logit_bias")
+    @classmethod
+    def _by_token(cls, value: tuple[tuple[int, float], ...]) -> tuple[tuple[int, float], ...]:
+        if any(token < 0 or not -100 <= bias <= 100 for token, bias in value):
+            raise ValueError("logit_bias maps token ids (>= 0) to biases from -100 to 100")
+        return tuple(sorted(value))
+
+    def asked(self) -> list[str]:
+        """The fields that ask for more than a deterministic answer already gives (greedy, unbiased, no penalty):
+        what a generator must honour or refuse. A seed, temperature 0 or top_p 1 ask for nothing more."""
+        neutral = {"temperature": 0, "top_p": 1, "frequency_penalty": 0, "presence_penalty": 0}
+        return [name for name, value in self if value not in (None, (), neutral.get(name, ())) and name != "seed"]
 
 
 class Query(BaseModel):

@@ -148,3 +148,12 @@ def test_no_room_imports_a_higher_or_sibling_room(layer: int) -> None:
         for b in targets if _room(b) != _room(a) and rank.get(_room(b), -1) <= layer
     )
     assert upward == []
+
+
+def test_serve_opens_what_it_serves_through_the_plan() -> None:
+    """serve builds no index and loads no documents, embedder or stage itself: plan/ hands it the pipeline and its
+    resources (ragopt.plan.serving.open_service_plan), as it hands the sweep its trials."""
+    below = ("ragopt.index", "ragopt.backends.embeddings", "ragopt.documents", "ragopt.stages")
+    found = sorted(f"{a} -> {b}" for a, targets in import_graph().items() if _room(a) == "serve"
+                   for b in targets if any(b == m or b.startswith(f"{m}.") for m in below))
+    assert found == []

@@ -10,8 +10,8 @@ tokens the logits they get one by one, so the answer is plain greedy decoding's,
 near tie can go the other way, and `margins` records each chosen token's top-2 logit gap so such a step can
 be seen.
 
-Sampling (temperature > 0, a grammar or a repeat penalty) goes through llama-cpp-python's sampler chain, as
-`Llama.generate` does, one token per step, without speculation.
+Sampling (temperature > 0, a grammar, a penalty or a logit bias) goes through a llama.cpp sampler chain
+(`sampler_chain`), one token per step, without speculation.
 """
 
 from __future__ import annotations
@@ -24,6 +24,64 @@ import numpy as np
 
 from ragopt.backends.llama_engine import Engine
 from ragopt.backends.prompt_lookup import PromptLookup
+
+
+@dataclass(frozen=True)
+class SamplerSettings:
+    """What the sampler chain is built from (a trace records it as it was given to llama.cpp)."""
+
+    temperature: float
+    seed: int
+    top_k: int = 40
+    top_p: float = 0.95
+    min_p: float = 0.05
+    repeat_penalty: float = 1.0
+    frequency_penalty: float = 0.0
+    presence_penalty: float = 0.0
+    logit_bias: tuple[tuple[int, float], ...] = ()  # (token id, bias)
+    penalty_last_n: int = 64  # llama-cpp-python's last_n_tokens_size
+
+    def traced(self, greedy: bool) -> dict[str, Any]:
+        """What a trace shows of the sampler: greedy, or every setting the chain was built with."""
+        if greedy:
+            return {"greedy": True}
+        return {"greedy": False, **{k: v for k, v in vars(self).items() if k != "logit_bias"},
+                "logit_bias": [list(pair) for pair in self.logit_bias]}
+
+    @property
+    def greedy(self) -> bool:
+        """Plain argmax of the raw logits: what the chain would pick, without building it."""
+        return (self.temperature == 0 and self.repeat_penalty == 1.0 and not self.frequency_penalty
+                and not self.presence_penalty and not self.logit_bias)
+
+
+def sampler_chain(engine: Engine, settings: SamplerSettings, grammar: Any = None) -> Any:
+    """llama.cpp's sampler chain in the order llama-cpp-python's `Llama._init_sampler` builds it (penalties, grammar,
+    then greedy, or top-k, typical, top-p, min-p, temperature and a seeded draw), with llama.cpp's own logit-bias
+    sampler first (llama-cpp-python offers a Python logits processor for it, which it marks "probably broken")."""
+    import llama_cpp
+    from llama_cpp._internals import LlamaSampler
+
+    s = settings
+    chain = LlamaSampler()
+    n_vocab = engine.llm.n_vocab()
+    if s.logit_bias:
+        biases = (llama_cpp.llama_logit_bias * len(s.logit_bias))(*[llama_cpp.llama_logit_bias(t, b) for t, b in s.logit_bias])
+        llama_cpp.llama_sampler_chain_add(chain.sampler, llama_cpp.llama_sampler_init_logit_bias(n_vocab, len(s.logit_bias), biases))
+    chain.add_penalties(n_vocab=n_vocab, penalty_last_n=s.penalty_last_n, penalty_repeat=s.repeat_penalty,
+                        penalty_freq=s.frequency_penalty, penalty_present=s.presence_penalty)
+    if grammar is not None:
+        chain.add_grammar(engine.llm._model, grammar)
+    if s.temperature == 0:
+        chain.add_greedy()
+        return chain
+    chain.add_top_k(s.top_k)
+    chain.add_typical(1.0, 1)
+    chain.add_top_p(s.top_p, 1)
+    chain.add_min_p(s.min_p, 1)
+    chain.add_temp(s.temperature)
+    chain.add_dist(s.seed)
+    return chain
 
 
 @dataclass

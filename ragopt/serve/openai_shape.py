@@ -5,9 +5,11 @@ assistant turns are its history, which the plan's rewrite and history stages rea
 questions carry theirs; system (and developer) messages are the conversation's instructions
 (`Query.instructions`): the prompt's system part after the plan's own, never summarized nor trimmed (a budget
 they do not fit is a 400 naming `messages`). A message's content is a string or an array of parts: text parts are joined, any other
-part is refused naming it. `max_tokens` / `max_completion_tokens`, `temperature`, `stop` and `seed` reach the
-generator within the plan's settings (`ragopt.types.Sampling`); what ragopt cannot honour (`n` > 1, tools,
-a response format other than text, log probabilities) is refused naming the field, never ignored.
+part is refused naming it. `max_tokens` / `max_completion_tokens`, `temperature`, `stop`, `seed`, `top_p`,
+`frequency_penalty`, `presence_penalty` and `logit_bias` reach the generator within the plan's settings
+(`ragopt.types.Sampling`; a generator that cannot honour one refuses it, naming it); what ragopt cannot honour
+at all (`n` > 1, tools, a response format other than text, log probabilities) is refused naming the field, never
+ignored.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import json
 import time
 import uuid
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -51,6 +53,10 @@ class ChatBody(BaseModel):
     temperature: float | None = Field(None, ge=0, le=2)
     stop: str | list[str] | None = None
     seed: int | None = None
+    top_p: float | None = Field(None, ge=0, le=1)
+    frequency_penalty: float | None = Field(None, ge=-2, le=2)
+    presence_penalty: float | None = Field(None, ge=-2, le=2)
+    logit_bias: dict[Annotated[int, Field(ge=0)], Annotated[float, Field(ge=-100, le=100)]] | None = None  # token id -> bias
     n: int | None = Field(None, ge=1)
 
 
@@ -126,7 +132,9 @@ def chat_request(body: ChatBody) -> ChatRequest:
         raise BadRequest(f"messages.{last}.content", "the question is empty")
     stop = (body.stop,) if isinstance(body.stop, str) else tuple(body.stop or ())
     max_tokens = min((v for v in (body.max_tokens, body.max_completion_tokens) if v is not None), default=None)
-    values = {"max_tokens": max_tokens, "temperature": body.temperature, "stop": stop, "seed": body.seed}
+    values = {"max_tokens": max_tokens, "temperature": body.temperature, "stop": stop, "seed": body.seed, "top_p": body.top_p,
+              "frequency_penalty": body.frequency_penalty, "presence_penalty": body.presence_penalty,
+              "logit_bias": tuple((body.logit_bias or {}).items())}
     sampling = Sampling(**values) if any(v not in (None, ()) for v in values.values()) else None
     include_usage = bool((body.stream_options or {}).get("include_usage"))
     return ChatRequest(question, history, sampling, include_usage, "\n\n".join(instructions))

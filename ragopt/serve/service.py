@@ -19,8 +19,9 @@ from typing import Any, Callable, Literal, Sequence
 from pydantic import Field
 
 from ragopt.config import StrictModel
-from ragopt.errors import Refused, SlotRefused
+from ragopt.errors import BadRequest, Refused, SlotRefused
 from ragopt.pipeline import REQUEST_INPUTS, Pipeline, RequestState, Step
+from ragopt.plan.serving import Backend
 from ragopt.serve.caches import CacheScope, ServeCaches
 from ragopt.serve.guards import (CircuitBreaker, DailyQuota, FallbackChain, Guarded, PromptGate, RateLimiter,
                                  SkipWhenAnswered, StageDeadline)
@@ -64,16 +65,6 @@ class ServeSettings(StrictModel):
     breaker_reset_s: float = Field(5.0, gt=0)
     small_max_words: int = Field(0, ge=0, description="route questions this short to the small model (0: off)")
     price: PriceTable = PriceTable()
-
-
-@dataclass
-class Backend:
-    """A generation backend: the stages from fitted prompt to answer, and what identifies its answers."""
-
-    name: str
-    stages: Sequence[Any]  # [prompt stage, generator] (or a generator that builds its own prompt)
-    model_id: str  # fingerprint of weights + settings: part of every answer-cache key
-    prompt_version: str
 
 
 class Serial:
@@ -250,6 +241,18 @@ class RagService:
             self.metrics.rate_limited.labels(reason="quota").inc()
             raise Refused("daily token quota of this tenant is spent", self.quota.seconds_to_midnight(), reason="quota")
 
+    def route_for(self, question: str, sampling: Sampling | None) -> str:
+        """The backend that answers: the router's, unless it cannot honour the request's sampling fields (the
+        extractive answer samples nothing) and the default one can; BadRequest naming the field if neither can."""
+        route = self.router.route(question)
+        if route != "default" and sampling is not None:
+            try:
+                self.backends[route].check_sampling(sampling)
+            except BadRequest:
+                route = "default"
+        self.backends[route].check_sampling(sampling)
+        return route
+
     def answer(self, question: str, principal: Principal, options: AskOptions, handle: RequestHandle,
                on_token: Callable[[str], None] | None = None) -> dict[str, Any]:
         """Answer one request; returns {"answer", "citations", "trace"}. Raises Refused before any work."""
@@ -266,7 +269,7 @@ class RagService:
 
     def _answer(self, question: str, principal: Principal, options: AskOptions, handle: RequestHandle,
                 on_token: Callable[[str], None] | None) -> dict[str, Any]:
-        route = self.router.route(question)
+        route = self.route_for(question, options.sampling)
         backend = self.backends[route]
         cacheable = self.caches.enabled and self.caches.cacheable(options.personal, options.realtime)
         answer_cacheable = cacheable and self.live is None  # an answer holding live data is never cached
@@ -354,8 +357,6 @@ class RagService:
 
     def _answer_trace(self, base: dict[str, Any], handle: RequestHandle, emitted: list[float], result: Any, waited: float,
                       spans: list[Any], degraded: list[str], turns: int, cache: dict[str, Any]) -> dict[str, Any]:
-        from ragopt.stages.prompt import prompt_fingerprint
-
         answer = result.answer
         attrs: dict[str, Any] = {}
         for s in result.trace.spans:
@@ -373,7 +374,7 @@ class RagService:
             degraded=degraded, timed_out=bool(answer is not None and answer.finish_reason == "deadline" and not handle.cancelled),
             finish_reason=answer.finish_reason if answer else None, generator=answer.generator if answer else None,
             hits=[h.chunk.id for h in result.state.hits],
-            prompt={"tokens": len(prompt.tokens), "fingerprint": prompt_fingerprint(prompt),
+            prompt={"tokens": len(prompt.tokens), "fingerprint": prompt.fingerprint,
                     "instructions_tokens": attrs.get("instructions_tokens", 0)} if prompt is not None else None,
             spans=[s.model_dump(mode="json") for s in spans],
             history={"turns": turns, "summarized_turns": attrs.get("summarized_turns", 0),

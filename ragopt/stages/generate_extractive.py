@@ -20,6 +20,11 @@ candidates (so the weights mean the same whatever the embedder or retriever):
 The weights are knobs; their defaults were selected on training splits (docs/answers.md says how and on what),
 and `meaning_weight = 0` is the lexical scorer without an embedder. The plan gives the generator its embedder;
 one built without (`ExtractiveGenerator()` as a fallback in code) scores lexical support and rank alone.
+
+A request's `max_tokens` and `stop` (`ragopt.types.Sampling`) hold here too: the answer ends before the first stop
+string (finish_reason "stop"), or after `max_tokens` words, each Han character one (finish_reason "length": there is
+no model vocabulary to count in). The answer is deterministic, so a seed, temperature 0 or top_p 1 ask nothing more;
+any other sampling field it cannot honour (`check_sampling`).
 """
 
 from __future__ import annotations
@@ -36,8 +41,9 @@ from ragopt.config import StrictModel, knob
 from ragopt.pipeline import RequestState
 from ragopt.stages.citations import parse_citations
 from ragopt.stages.prompt import Passage, number_passages
+from ragopt.errors import BadRequest
 from ragopt.text import Analyzer, analyzer_for, sentences, word_spans
-from ragopt.types import Answer
+from ragopt.types import Answer, Sampling
 
 NO_CONTEXT_TEXT = "No passages were retrieved, so there is nothing to answer from."
 # Selected on training splits (SciFact train, CMRC and HotpotQA seeded holdouts) by
@@ -86,18 +92,26 @@ class ExtractiveGenerator:
                 "config": self.config.model_dump(mode="json"),
                 "embedder": self.embedder.fingerprint if self.embedder is not None and self.reads_meaning else None}
 
+    @staticmethod
+    def check_sampling(sampling: Sampling | None) -> None:
+        """max_tokens and stop are honoured; a sampling field that asks for more than a deterministic answer is not."""
+        refused = [name for name in (sampling.asked() if sampling else []) if name not in ("max_tokens", "stop")]
+        if refused:
+            raise BadRequest(refused[0], "the extractive answer is deterministic: it honours max_tokens and stop, "
+                                         "not sampling", "unsupported_value")
+
     def run(self, state: RequestState) -> RequestState:
         cfg = self.config
         passages = number_passages(state.hits, limit=cfg.max_passages, max_chars=None)
         state.usage.attrs["generator"] = "extractive"
         if not passages:
-            state.answer = Answer(text=NO_CONTEXT_TEXT, finish_reason="no_context", generator="extractive")
-            if state.on_token is not None:
-                state.on_token(NO_CONTEXT_TEXT)
+            text, finish = within(NO_CONTEXT_TEXT, state.sampling)
+            state.answer = Answer(text=text, finish_reason="no_context" if finish == "stop" else finish, generator="extractive")
+            _emit([text], len(text), state.on_token)
             return state
 
         signals = self.signals(state, passages)
-        state.answer = extractive_answer(signals, passages, cfg, state.on_token)
+        state.answer = extractive_answer(signals, passages, cfg, state.on_token, state.sampling)
         state.usage.attrs.update(
             {
                 "candidate_sentences": signals.n_sentences,
@@ -159,11 +173,40 @@ def choose(signals: Signals, config: ExtractiveConfig) -> list[_Candidate]:
 
 
 def extractive_answer(signals: Signals, passages: list[Passage], config: ExtractiveConfig,
-                      on_token: Callable[[str], None] | None = None) -> Answer:
-    """The chosen sentences, each with its [n], as an answer (each piece goes to `on_token` as it is made)."""
-    text = " ".join(_cited_pieces(choose(signals, config), config.max_chars, on_token))
+                      on_token: Callable[[str], None] | None = None, sampling: Sampling | None = None) -> Answer:
+    """The chosen sentences, each with its [n], as an answer within the request's stop and max_tokens (each piece
+    goes to `on_token`)."""
+    pieces = _cited_pieces(choose(signals, config), config.max_chars)
+    text, finish = within(" ".join(pieces), sampling)
+    _emit(pieces, len(text), on_token)
     return Answer(text=text, citations=parse_citations(text, {p.number: p.hit.chunk for p in passages}),
-                  generator="extractive")
+                  finish_reason=finish, generator="extractive")
+
+
+def within(text: str, sampling: Sampling | None) -> tuple[str, str]:
+    """`text` cut before its first stop string, then after `max_tokens` words: (text, finish_reason)."""
+    finish = "stop"
+    if sampling is None:
+        return text, finish
+    cuts = [i for i in (text.find(s) for s in sampling.stop if s) if i >= 0]
+    if cuts:
+        text = text[: min(cuts)]
+    spans = word_spans(text)
+    if sampling.max_tokens is not None and len(spans) > sampling.max_tokens:
+        text, finish = text[: spans[sampling.max_tokens - 1][1]], "length"
+    return text.rstrip(), finish
+
+
+def _emit(pieces: list[str], n_chars: int, on_token: Callable[[str], None] | None) -> None:
+    """The pieces, space-joined, to `on_token` one by one, up to the answer's first `n_chars` characters."""
+    sent = 0
+    for i, piece in enumerate(pieces):
+        piece = piece if i == 0 else " " + piece
+        part = piece[: max(n_chars - sent, 0)]
+        if not part or on_token is None:
+            break
+        on_token(part)
+        sent += len(part)
 
 
 def _candidates(passages: list[Passage], terms: Analyzer) -> tuple[list[_Candidate], dict[int, set[str]]]:
@@ -209,9 +252,9 @@ def _scaled(values: list[float]) -> list[float]:
     return [0.0] * len(values) if high <= low else [(v - low) / (high - low) for v in values]
 
 
-def _cited_pieces(chosen: list[_Candidate], max_chars: int, on_token: Callable[[str], None] | None) -> list[str]:
+def _cited_pieces(chosen: list[_Candidate], max_chars: int) -> list[str]:
     """Each chosen sentence with its [n], within max_chars: the one that overflows is cut at a word, and none
-    is added once fewer than 40 characters are left. Each piece goes to `on_token` as it is made."""
+    is added once fewer than 40 characters are left."""
     pieces: list[str] = []
     used = 0
     for number, _, sentence, _ in chosen:
@@ -223,6 +266,4 @@ def _cited_pieces(chosen: list[_Candidate], max_chars: int, on_token: Callable[[
         piece = f"{sentence} [{number}]"
         pieces.append(piece)
         used += len(piece) + 1
-        if on_token is not None:
-            on_token(piece if len(pieces) == 1 else " " + piece)
     return pieces

@@ -160,7 +160,8 @@ class HttpGenerator:
         return BuildPrompt(self.renderer(), cfg.prompt_budget, cfg.prompt, name=name)
 
     def request_body(self, messages: list[dict[str, str]], sampling: Sampling | None = None) -> dict[str, Any]:
-        """The chat request: this config's settings with the request's own options within them (for_request)."""
+        """The chat request: this config's settings with the request's own options within them (for_request), and
+        the request's top_p, penalties and logit bias as it sent them."""
         cfg = self.config.for_request(sampling)
         body: dict[str, Any] = {
             "model": cfg.model_name,
@@ -174,7 +175,17 @@ class HttpGenerator:
         }
         if cfg.stop:
             body["stop"] = list(cfg.stop)
+        asked = sampling or Sampling()
+        for name in ("top_p", "frequency_penalty", "presence_penalty"):
+            if getattr(asked, name) is not None:
+                body[name] = getattr(asked, name)
+        if asked.logit_bias:
+            body["logit_bias"] = {str(token): bias for token, bias in asked.logit_bias}  # OpenAI's form; llama-server reads it
         return body
+
+    def check_sampling(self, sampling: Sampling | None) -> None:
+        """Every sampling field goes to the server as OpenAI's API names it (llama-server, vLLM and OpenAI take
+        them all); the server refuses what it cannot do (a BackendError, then the fallback)."""
 
     def run(self, state: RequestState) -> RequestState:
         import httpx

@@ -15,9 +15,10 @@ requests take turns through its FIFO lock. Per request the stage
    decodes a cold engine's greedy tokens (`Engine.reusable_prefix`); across tenants only up to the
    tenant-neutral part; optionally restores a saved per-tenant hot prefix (bounded bytes, tenant-scoped key);
 4. decodes greedily (`speculative="prompt_lookup"`: prompt drafts verified in one batch, `Decoder`) or through
-   llama.cpp's sampler chain, streams to `state.on_token`, stops at EOS, a stop string, a repetition loop
-   (`repeat_stop`), max_tokens or the deadline (the answer is then incomplete, finish_reason "deadline");
-   `citations="grammar"`: every sentence ends with a valid [n].
+   llama.cpp's sampler chain (the plan's settings with the request's `Sampling`: temperature, seed, top_p,
+   penalties, logit bias; the trace's `sampler` says what it got), streams to `state.on_token`, stops at EOS, a
+   stop string, a repetition loop (`repeat_stop`), max_tokens or the deadline (the answer is then incomplete,
+   finish_reason "deadline"); `citations="grammar"`: every sentence ends with a valid [n].
 
 Measurements (one definition each, see `ragopt.trace.GENERATION_ATTRS`): `ttft_ms` is wall-clock from the
 request's arrival (`RequestState.arrival`, before queueing) to the first generated token; `queue_ms` the
@@ -39,20 +40,20 @@ from pydantic import Field, field_validator, model_validator
 
 from ragopt import capacity
 from ragopt.backends.citation_grammar import citation_grammar
-from ragopt.backends.llama_decode import Decoder
+from ragopt.backends.llama_decode import Decoder, SamplerSettings, sampler_chain
 from ragopt.backends.llama_engine import Engine, PrefixStateCache, SavedPrefix, gpu_layers, load_engine
 from ragopt.backends.repetition import RepetitionStop
 from ragopt.backends.text_stream import StopFilter, StreamedText
 from ragopt.cache import CacheKey
 from ragopt.config import knob
-from ragopt.errors import InputError, Overloaded, QueueTimeout
+from ragopt.errors import BadRequest, InputError, Overloaded, QueueTimeout
 from ragopt.pipeline import RequestState
 from ragopt.resources import Resources
 from ragopt.stages.citations import invalid_markers, parse_citations
 from ragopt.stages.completion import CompletionConfig
 from ragopt.stages.prompt import BuildPrompt, FittedPrompt
 from ragopt.stages.spec import ModelFile
-from ragopt.types import Answer
+from ragopt.types import Answer, Sampling
 
 MiB = 2**20
 Owner = tuple[str | None, tuple[str, ...]]  # (tenant, scopes) of a request
@@ -191,6 +192,15 @@ class LlamaGenerator:
         and a budget of n_ctx - max_tokens tokens."""
         return BuildPrompt(_EngineRenderer(self), self.config.prompt_budget, self.config.prompt, name=name)
 
+    def check_sampling(self, sampling: Sampling | None) -> None:
+        """Every sampling field is honoured; a logit bias must name tokens of this model's vocabulary."""
+        if sampling is None or not sampling.logit_bias:
+            return
+        n_vocab = self.engine.llm.n_vocab()
+        outside = [t for t, _ in sampling.logit_bias if t >= n_vocab]
+        if outside:
+            raise BadRequest("logit_bias", f"token {outside[0]} is not in this model's vocabulary of {n_vocab} tokens")
+
     def close(self) -> None:
         """Release the model if this generator holds it privately (shared `Resources` are closed by their owner)."""
         if self._owns_resources:
@@ -209,7 +219,6 @@ class LlamaGenerator:
         max_tokens = min(cfg.max_tokens, engine.n_ctx - len(tokens))
         if max_tokens <= 0:
             raise InputError(f"the prompt ({len(tokens)} tokens) leaves no room in the context ({engine.n_ctx})")
-
         # 1. admission: the KV this request needs against the configured budget
         need = capacity.kv_bytes(engine.shape, len(tokens) + max_tokens, cfg.kv_type)
         usage.attrs["kv_bytes"] = int(need)
@@ -225,7 +234,6 @@ class LlamaGenerator:
             decoded = self._generate(engine, state, fitted, cfg, max_tokens)
         finally:
             engine.lock.release()
-
         # 4. the answer and its citations
         numbered = {p.number: p.hit.chunk for p in fitted.passages}
         citations = parse_citations(decoded.text, numbered)
@@ -260,19 +268,23 @@ class LlamaGenerator:
 
         return LlamaGrammar.from_string(citation_grammar(len(fitted.passages)), verbose=False)
 
-    def _decoder(self, engine: Engine, fitted: FittedPrompt, cfg: GeneratorConfig, usage: Any) -> Decoder:
-        """Greedy argmax (with prompt lookup when configured) or llama-cpp-python's sampler chain, as `cfg` (this
-        request's settings) says."""
+    def _decoder(self, engine: Engine, fitted: FittedPrompt, cfg: GeneratorConfig, usage: Any,
+                 sampling: Sampling | None) -> Decoder:
+        """Greedy argmax (with prompt lookup when configured) or llama.cpp's sampler chain, as `cfg` (this request's
+        settings) and the request's own sampling fields say."""
         grammar = self._grammar(fitted)
-        greedy = cfg.temperature == 0 and cfg.repeat_penalty == 1.0 and grammar is None
+        asked = sampling or Sampling()
+        settings = SamplerSettings(
+            temperature=cfg.temperature, seed=cfg.seed, top_k=cfg.sampling_top_k,
+            top_p=cfg.top_p if asked.top_p is None else asked.top_p, min_p=cfg.min_p, repeat_penalty=cfg.repeat_penalty,
+            frequency_penalty=asked.frequency_penalty or 0.0, presence_penalty=asked.presence_penalty or 0.0,
+            logit_bias=asked.logit_bias, penalty_last_n=engine.llm.last_n_tokens_size)
+        greedy = settings.greedy and grammar is None
         speculative = cfg.speculative if greedy else "off"  # verification reproduces greedy choices only
-        usage.attrs["speculative"] = speculative
+        usage.attrs.update({"speculative": speculative, "sampler": settings.traced(greedy)})
         if greedy:
             return Decoder(engine, fitted.tokens, draft_tokens=cfg.draft_tokens if speculative == "prompt_lookup" else 0)
-        engine.llm.set_seed(cfg.seed)
-        sampler = engine.llm._init_sampler(top_k=cfg.sampling_top_k, top_p=cfg.top_p, min_p=cfg.min_p, temp=cfg.temperature,
-                                           repeat_penalty=cfg.repeat_penalty, grammar=grammar)
-        return Decoder(engine, fitted.tokens, sampler=sampler)
+        return Decoder(engine, fitted.tokens, sampler=sampler_chain(engine, settings, grammar))
 
     def _generate(self, engine: Engine, state: RequestState, fitted: FittedPrompt, cfg: GeneratorConfig,
                   max_tokens: int) -> StreamedText:
@@ -292,7 +304,7 @@ class LlamaGenerator:
             start, hot_evaluated = self._reuse(engine, fitted, owner, usage)
             logits = engine.eval_prompt(tokens, start)
             prefill = engine.counters()  # before any decode step: prompt evaluation only
-            decoder = self._decoder(engine, fitted, cfg, usage)
+            decoder = self._decoder(engine, fitted, cfg, usage, state.sampling)
             decoded = self._decode(engine, state, decoder.tokens(logits), cfg, max_tokens)
         except BaseException:
             engine.truncate(0)  # a failed decode or a failing on_token: start the next request from a clean KV

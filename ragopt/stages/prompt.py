@@ -227,10 +227,15 @@ class FittedPrompt:
     def n_tokens(self) -> int:
         return len(self.tokens)
 
+    @property
+    def fingerprint(self) -> str:
+        """What identifies a fitted prompt in a trace or a sweep's outcome: its text's sha256 (first 16 hex)."""
+        return hashlib.sha256(self.text.encode()).hexdigest()[:16]
+
 
 def prompt_fingerprint(prompt: FittedPrompt | None) -> str | None:
-    """What identifies a fitted prompt in a trace or a sweep's outcome: its text's sha256 (first 16 hex)."""
-    return None if prompt is None else hashlib.sha256(prompt.text.encode()).hexdigest()[:16]
+    """`prompt.fingerprint`, None without a prompt."""
+    return None if prompt is None else prompt.fingerprint
 
 
 Cut = tuple[int, int, int, "str | None"]  # passages, verbatim turns dropped, summary words, question (None: whole)

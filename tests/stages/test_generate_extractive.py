@@ -167,3 +167,37 @@ def test_passages_without_a_sentence_leave_meaning_nothing_to_compare_and_cite_n
     answerer = ExtractiveGenerator(ExtractiveConfig(meaning_weight=1.0), embedder=Embedder(EmbedderConfig(), Cache(tmp_path)))
     answer = answerer.run(RequestState(query=Query(text="Who wrote it?"), hits=empty)).answer
     assert answer.text == "" and answer.citations == []
+
+
+def test_a_request_s_stop_and_max_tokens_cut_the_answer_and_its_stream():
+    from ragopt.types import Sampling
+
+    whole = run("What is the capital of France?").answer
+    pieces: list[str] = []
+    stopped = run("What is the capital of France?", sampling=Sampling(stop=("Seine",)), on_token=pieces.append).answer
+    assert stopped.text == whole.text[: whole.text.index("Seine")].rstrip() and stopped.finish_reason == "stop"
+    assert "".join(pieces) == stopped.text and not stopped.citations  # the [2] after the stop is gone
+    pieces.clear()
+    short = run("What is the capital of France?", sampling=Sampling(max_tokens=3), on_token=pieces.append).answer
+    assert short.text == "Its capital is" and short.finish_reason == "length" and "".join(pieces) == short.text
+
+
+def test_max_tokens_counts_each_han_character_as_a_word():
+    from ragopt.stages.generate_extractive import within
+    from ragopt.types import Sampling
+
+    assert within("长城很长 [1]", Sampling(max_tokens=3)) == ("长城很", "length")
+    assert within("The wall is long.", Sampling(max_tokens=9)) == ("The wall is long.", "stop")
+
+
+def test_sampling_beyond_a_deterministic_answer_is_refused_by_name():
+    import pytest
+
+    from ragopt.errors import BadRequest
+    from ragopt.types import Sampling
+
+    ExtractiveGenerator.check_sampling(Sampling(max_tokens=5, stop=("x",), temperature=0, top_p=1, seed=3))
+    for field, value in (("temperature", 0.7), ("top_p", 0.5), ("presence_penalty", 1.0), ("logit_bias", ((5, 1.0),))):
+        with pytest.raises(BadRequest) as exc:
+            ExtractiveGenerator.check_sampling(Sampling(**{field: value}))
+        assert exc.value.field == field and exc.value.code == "unsupported_value"

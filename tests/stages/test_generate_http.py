@@ -18,7 +18,7 @@ from ragopt.pipeline import Pipeline, RequestState, Step  # noqa: E402
 from ragopt.stages.generate_extractive import ExtractiveGenerator  # noqa: E402
 from ragopt.errors import BackendError  # noqa: E402
 from ragopt.stages.generate_http import HttpGenerator, HttpGeneratorConfig  # noqa: E402
-from ragopt.types import Chunk, Hit, Query  # noqa: E402
+from ragopt.types import Chunk, Hit, Query, Sampling  # noqa: E402
 
 from fixtures.serving import uvicorn_server  # noqa: E402
 
@@ -37,12 +37,11 @@ def scripted_app() -> FastAPI:
     async def chat(request: Request) -> Any:
         body = await request.json()
         mode = body["messages"][-1]["content"].rsplit("Question: ", 1)[-1]
+        words = ["Tides", " come", " from", " the", " moon [1]."]
 
         async def stream() -> Iterator[str]:
-            words = ["Tides", " come", " from", " the", " moon [1]."]
-            if mode == "endless":
-                words = [f" w{i}" for i in range(2000)]
-            for i, w in enumerate(words):
+            pieces = [f" w{i}" for i in range(2000)] if mode == "endless" else words
+            for i, w in enumerate(pieces):
                 if mode == "crash" and i == 2:
                     raise RuntimeError("injected crash mid-stream")
                 yield _chunk(w)
@@ -52,6 +51,9 @@ def scripted_app() -> FastAPI:
 
         if mode == "overloaded":
             return JSONResponse({"error": "busy"}, status_code=503)
+        if mode == "echo":  # the sampling fields as the server received them, as the answer
+            got = {k: body.get(k) for k in ("temperature", "seed", "top_p", "frequency_penalty", "presence_penalty", "logit_bias")}
+            words = [json.dumps(got, sort_keys=True)]
         return StreamingResponse(stream(), media_type="text/event-stream")
 
     return app
@@ -134,3 +136,16 @@ def test_a_passed_deadline_stops_reading_at_the_next_piece(server_url: str) -> N
     result = Pipeline([Capture(), gen.prompt_stage(), gen]).run("endless", on_token=on_token)
     assert len(pieces) == 4
     assert result.answer.finish_reason == "deadline" and result.answer.incomplete
+
+
+def test_the_request_s_sampling_fields_reach_the_server_as_openai_names_them(server_url: str) -> None:
+    gen = HttpGenerator(HttpGeneratorConfig(base_url=server_url, max_tokens=64, temperature=0.2))
+    sampling = Sampling(temperature=0.7, seed=5, top_p=0.5, frequency_penalty=1.5, presence_penalty=-0.5,
+                        logit_bias=((15043, -100.0), (7, 2.5)))
+    state = FixedHits().run(RequestState(query=Query(text="echo"), sampling=sampling))
+    state = gen.run(gen.prompt_stage().run(state))
+    assert json.loads(state.answer.text) == {"temperature": 0.7, "seed": 5, "top_p": 0.5, "frequency_penalty": 1.5,
+                                             "presence_penalty": -0.5, "logit_bias": {"7": 2.5, "15043": -100.0}}
+    plain = gen.run(gen.prompt_stage().run(FixedHits().run(RequestState(query=Query(text="echo")))))
+    assert json.loads(plain.answer.text) == {"temperature": 0.2, "seed": 0, "top_p": None, "frequency_penalty": None,
+                                             "presence_penalty": None, "logit_bias": None}  # the server's own defaults
