@@ -24,7 +24,6 @@ from ragopt.cache import Cache, CacheKey
 from ragopt.config import fingerprint
 from ragopt.memo import stage_identity
 from ragopt.pipeline import Pipeline, Step
-from ragopt.stages.prompt import prompt_fingerprint
 from ragopt.types import Answer, Query, is_live
 
 NAMESPACE = "trial-outcomes-2"  # -2: an outcome keeps the backend its question was routed to
@@ -129,7 +128,7 @@ def _outcome(query: Query, result: Any) -> QueryOutcome:
                  if not is_live(h.chunk)],  # documents only: a tool's live passage is no retrieval result
         stage_ms=stage_ms,
         prompt_tokens=prompt_tokens,
-        prompt_fingerprint=prompt_fingerprint(result.state.prompt),
+        prompt_fingerprint=result.state.prompt.fingerprint if result.state.prompt is not None else None,
         answer=None if answer is None else answer.model_dump(mode="json"),
         degraded=list(result.trace.degraded),
         route=result.trace.route,

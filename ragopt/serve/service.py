@@ -242,8 +242,7 @@ class RagService:
             raise Refused("daily token quota of this tenant is spent", self.quota.seconds_to_midnight(), reason="quota")
 
     def route_for(self, question: str, sampling: Sampling | None) -> str:
-        """The backend that answers: the router's, unless it cannot honour the request's sampling fields (the
-        extractive answer samples nothing) and the default one can; BadRequest naming the field if neither can."""
+        """The router's backend, or the default one when that cannot honour the request's sampling (BadRequest)."""
         route = self.router.route(question)
         if route != "default" and sampling is not None:
             try:

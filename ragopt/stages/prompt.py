@@ -233,11 +233,6 @@ class FittedPrompt:
         return hashlib.sha256(self.text.encode()).hexdigest()[:16]
 
 
-def prompt_fingerprint(prompt: FittedPrompt | None) -> str | None:
-    """`prompt.fingerprint`, None without a prompt."""
-    return None if prompt is None else prompt.fingerprint
-
-
 Cut = tuple[int, int, int, "str | None"]  # passages, verbatim turns dropped, summary words, question (None: whole)
 
 
