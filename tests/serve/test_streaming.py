@@ -69,7 +69,7 @@ def _chat(url: str, q: Any, stream: bool) -> tuple[str, list[dict[str, Any]]]:
 def _compare(url: str, queries: list[Any]) -> tuple[int, list[str]]:
     """(how many streamed answers equal the unstreamed ones, citations included; the unstreamed answers)."""
     same = 0
-    answers = []
+    answers: list[str] = []
     for q in queries:
         whole, cited = _chat(url, q, stream=False)
         streamed, streamed_cited = _chat(url, q, stream=True)
@@ -87,12 +87,14 @@ def test_streamed_answers_equal_the_unstreamed_ones_for_every_main_job_question(
                          dataset=str(MAIN_JOB), cache=False)
     with running_service(plain, tmp_path / "ws", keys) as (url, _):
         same, answers = _compare(url, main.queries)
+    print(f"main job: {same}/{len(main.queries)} streamed = unstreamed")
     assert len(main.queries) == 249 and same == 249
-    assert sum("[" in a for a in answers) >= 200  # attribution cited most answers: the markers were streamed
+    assert sum("[" in a for a in answers) >= 200  # cited: the markers were streamed
     down = ServeOptions(settings=ServeSettings(slots=2), plan=_plan({"generator": "extractive"}, tool_down=True),
                         dataset=str(TOOL_QUESTIONS), cache=False)
     with running_service(down, tmp_path / "ws", keys) as (url, _):
         same, answers = _compare(url, tools.queries)
+    print(f"tool down: {same}/{len(tools.queries)} streamed = unstreamed; {sum(NOTICE in a for a in answers)} with the notice")
     assert same == len(tools.queries)
     assert sum(NOTICE in a for a in answers) >= 10  # the tool was wanted and down: the notice is part of the stream
 
@@ -133,6 +135,8 @@ def test_a_llama_answer_streams_token_by_token_what_it_says(tmp_path: Path, smol
     for q, pieces, done in asked:
         assert "".join(pieces) == done["answer"], q.query.id
         assert len(pieces) > 2  # streamed, not sent whole at the end
+    attributed = [next(s["usage"]["attrs"] for s in done["trace"]["spans"] if s["name"] == "attribute") for *_, done in asked]
+    assert any(a["added"] or a["replaced"] or a["repaired"] for a in attributed)  # SmolLM2's markers were rewritten
     assert all(NOTICE in done["answer"] for _, _, done in asked[len(main):])
     for streamed, whole in chats:
         assert streamed == whole
