@@ -10,7 +10,11 @@ cold / floor <= 1.5, cold <= 120 s on 2 cores. The machine's load average is rep
 timings on a busy machine are inflated, the ratios (measured in one run) less so.
 
 Usage: python benchmarks/bench_sweep.py [--config hospital-sweep] [--top-k 1,3,5,10,20]
-                                        [--scenarios floor,cold,warm,remeasure] [--keep DIR] [--json]
+                                        [--scenarios floor,cold,warm,remeasure] [--runtimes onnx-int8,torch]
+                                        [--keep DIR] [--json]
+
+The floor always embeds with float32 torch; with --runtimes A,B the cold sweep runs once per runtime (A's is
+"cold", B's "cold_B", each in a fresh workspace), and each cold / floor is printed.
 """
 
 from __future__ import annotations
@@ -54,7 +58,7 @@ def index_commands(config_path: Path) -> list[list[str]]:
     commands = []
     for chunker in config.chunkers():
         flags = ["--whole-docs"] if chunker.mode == "whole" else ["--chunk-size", str(chunker.size), "--chunk-overlap", str(chunker.overlap)]
-        commands.append(["index", "--dataset", str(dataset), *flags])
+        commands.append(["index", "--dataset", str(dataset), *flags, "--embedder-runtime", "torch"])  # the float32 floor
     return commands
 
 
@@ -63,6 +67,8 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--config", default="hospital-sweep", help="a sweep TOML or a shipped config's name")
     parser.add_argument("--top-k", help="override the config's K values (comma-separated)")
     parser.add_argument("--scenarios", default=",".join(SCENARIOS), help=f"a comma-separated subset of {','.join(SCENARIOS)}")
+    parser.add_argument("--runtimes", help="embedder runtimes of the cold sweep, one cold run each (default: the default "
+                        "runtime; the first also runs warm and remeasure); the floor always embeds with float32 torch")
     parser.add_argument("--keep", metavar="DIR", help="keep each sweep's outputs (results.json, report.html...) under DIR")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
@@ -70,7 +76,12 @@ def parse_args() -> argparse.Namespace:
     unknown = sorted(set(args.scenarios) - set(SCENARIOS))
     if unknown or not args.scenarios or ({"warm", "remeasure"} & set(args.scenarios) and "cold" not in args.scenarios):
         parser.error(f"--scenarios: a subset of {','.join(SCENARIOS)}; warm and remeasure need cold")
+    from ragopt.config import EMBEDDER_RUNTIMES, EmbedderConfig
     from ragopt.shipped import resolve_config
+
+    args.runtimes = [r.strip() for r in (args.runtimes or EmbedderConfig().runtime).split(",") if r.strip()]
+    if not args.runtimes or set(args.runtimes) - set(EMBEDDER_RUNTIMES):
+        parser.error(f"--runtimes: a subset of {','.join(EMBEDDER_RUNTIMES)}")
 
     args.config_path = resolve_config(args.config)
     if not args.config_path.is_file():
@@ -81,25 +92,30 @@ def parse_args() -> argparse.Namespace:
 def measure(args: argparse.Namespace, root: Path) -> dict[str, float]:
     sweep_args = ["--config", args.config, "--no-progress"] + (["--top-k", args.top_k] if args.top_k else [])
     seconds: dict[str, float] = {}
-    for name in (s for s in SCENARIOS if s in args.scenarios):
-        if name == "floor":
-            commands = index_commands(args.config_path)
-            workspace = root / "ws-floor"
-        else:
-            extra = ["--remeasure"] if name == "remeasure" else []
-            commands = [["sweep", *sweep_args, "--out", str(root / f"out-{name}"), *extra]]
-            workspace = root / "ws"
-        print(f"{name}: " + "; ".join(f"ragopt {' '.join(c)}" for c in commands) + " ...", file=sys.stderr, flush=True)
-        seconds[name] = sum(run(c, workspace) for c in commands)
-        print(f"{name}: {seconds[name]:.1f} s (load average {os.getloadavg()[0]:.1f})", file=sys.stderr, flush=True)
+    for scenario in (s for s in SCENARIOS if s in args.scenarios):
+        for runtime in args.runtimes if scenario == "cold" else args.runtimes[:1]:
+            # the first runtime's runs are "cold", "warm"...; another runtime's cold run is "cold_RUNTIME", in its own workspace
+            name = scenario if runtime == args.runtimes[0] or scenario == "floor" else f"{scenario}_{runtime}"
+            if scenario == "floor":
+                commands, workspace = index_commands(args.config_path), root / "ws-floor"
+            else:
+                extra = ["--remeasure"] if scenario == "remeasure" else []
+                commands = [["sweep", *sweep_args, "--embedder-runtime", runtime, "--out", str(root / f"out-{name}"), *extra]]
+                workspace = root / ("ws" if name == scenario else f"ws-{runtime}")
+            print(f"{name}: " + "; ".join(f"ragopt {' '.join(c)}" for c in commands) + " ...", file=sys.stderr, flush=True)
+            seconds[name] = sum(run(c, workspace) for c in commands)
+            print(f"{name}: {seconds[name]:.1f} s (load average {os.getloadavg()[0]:.1f})", file=sys.stderr, flush=True)
     return seconds
 
 
 def report(args: argparse.Namespace, seconds: dict[str, float], results: dict[str, Any] | None) -> dict[str, Any]:
-    out: dict[str, Any] = {"config": args.config, "seconds": seconds, "load_average_1m_at_end": os.getloadavg()[0],
-                           "cpus": os.cpu_count()}
+    out: dict[str, Any] = {"config": args.config, "runtimes": args.runtimes, "seconds": seconds,
+                           "load_average_1m_at_end": os.getloadavg()[0], "cpus": os.cpu_count()}
     if results is not None:
         out.update(trials=len(results["trials"]), selected=results["selected"])
+    for runtime in args.runtimes[1:]:
+        if f"cold_{runtime}" in seconds and "floor" in seconds:
+            out[f"cold_{runtime}_over_floor"] = seconds[f"cold_{runtime}"] / seconds["floor"]
     cold = seconds.get("cold")
     for name, over in (("cold_over_floor", "floor"), ("warm_over_cold", "warm"), ("remeasure_over_cold", "remeasure")):
         if cold and over in seconds:
@@ -121,6 +137,11 @@ def print_table(out: dict[str, Any]) -> None:
         if name in s:
             tail = f"   {ratio_name} {out[ratio]:.3f}" if ratio in out else ""
             print(f"{label:68s}{s[name]:8.1f} s{tail}" + (f"  (target {target})" if target else ""))
+    for runtime in out["runtimes"][1:]:
+        if f"cold_{runtime}" in s:
+            ratio = f"   cold / floor {out[f'cold_{runtime}_over_floor']:.3f}" if f"cold_{runtime}_over_floor" in out else ""
+            print(f"{f'cold with --embedder-runtime {runtime} (its own fresh workspace):':68s}{s[f'cold_{runtime}']:8.1f} s{ratio}"
+                  f"; selected {out.get(f'selected_{runtime}')}")
     print(f"load average (1 min) at the end: {out['load_average_1m_at_end']:.1f} on {out['cpus']} CPUs")
 
 
@@ -131,12 +152,14 @@ def main() -> None:
         seconds = measure(args, root)
         sweeps = [n for n in ("warm", "cold") if n in seconds]
         results = json.loads((root / f"out-{sweeps[0]}" / "results.json").read_text()) if sweeps else None
+        others = {r: json.loads((root / f"out-cold_{r}" / "results.json").read_text())["selected"]
+                  for r in args.runtimes[1:] if f"cold_{r}" in seconds}
         if args.keep:
             for name in (n for n in seconds if n != "floor"):
                 shutil.copytree(root / f"out-{name}", Path(args.keep) / name, dirs_exist_ok=True)
     finally:
         shutil.rmtree(root, ignore_errors=True)
-    out = report(args, seconds, results)
+    out = report(args, seconds, results) | {f"selected_{r}": selected for r, selected in others.items()}
     if args.json:
         print(json.dumps(out))
     else:
