@@ -28,7 +28,7 @@ def shipped_cases(chunk_size: int | None, top_k: int) -> list[tuple[Any, list[An
     """The shipped set's questions and follow-ups, each with its BM25 top_k over the shipped corpus chunked by the
     embedder's tokens (None: whole documents). tests/stages/test_prompt.py fits the same prompts."""
     from ragopt.backends.bm25 import BM25Index
-    from ragopt.backends.chunker import Chunker
+    from ragopt.chunking import Chunker
     from ragopt.config import BM25Config, ChunkerConfig
     from ragopt.data import load_evalset
     from ragopt.shipped import shipped_dataset

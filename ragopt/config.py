@@ -65,22 +65,83 @@ def fingerprint(obj: Any) -> str:
     return hashlib.sha256(canonical_json(obj)).hexdigest()[:16]
 
 
+CHUNKERS = ("tokens", "recursive", "semantic", "whole")  # ragopt.chunking has one module per name
+HEADERS = ("none", "title", "path")
+
+
+def chunker_knob(default: Any, chunkers: Sequence[str], **field_kwargs: Any) -> Any:
+    """A chunker setting that only the named chunkers read (ragopt.chunking's modules); set to anything but its
+    default under another chunker, it is an error naming the key, not a setting silently ignored."""
+    return Field(default, json_schema_extra={"chunkers": list(chunkers)}, **field_kwargs)
+
+
 class ChunkerConfig(StrictModel):
-    mode: Literal["tokens", "whole"] = "whole"
-    size: int = Field(256, gt=0, description="max tokens per chunk (tokens mode)")
-    overlap: int = Field(0, ge=0, description="tokens shared by neighbouring chunks")
-    respect_sentences: bool = True
-    tokenizer: str = Field("embedder", description='"embedder" (the embedding model\'s tokenizer) or "whitespace"')
+    """Which chunker cuts the documents (ragopt/chunking/, docs/chunking.md) and its knobs. `mode` is the name
+    this field had before `recursive` and `semantic` came: a config or results.json that says `mode` still loads."""
+
+    chunker: Literal["tokens", "recursive", "semantic", "whole"] = "whole"
+    size: int = chunker_knob(256, ("tokens", "recursive", "semantic"), gt=0, description="max tokens per chunk")
+    overlap: int = chunker_knob(0, ("tokens", "recursive"), ge=0, description="tokens shared by neighbouring chunks")
+    respect_sentences: bool = chunker_knob(True, ("tokens",))
+    tokenizer: str = chunker_knob("embedder", ("tokens", "recursive", "semantic"),
+                                  description='"embedder" (the embedding model\'s tokenizer) or "whitespace"')
+    min_size: int = chunker_knob(32, ("semantic",), ge=0, description="semantic: tokens a part holds at least, up to half the size (smaller ones join a neighbour)")
+    percentile: float = chunker_knob(90.0, ("semantic",), ge=0, le=100,
+                                     description="semantic: cut where neighbouring sentences differ more than this percentile of the document's differences")
+    threshold: float = chunker_knob(0.0, ("semantic",), ge=0, le=2,
+                                    description="semantic: and more than this cosine distance (0: the percentile alone decides)")
+    headers: Literal["none", "title", "path"] = Field(
+        "title", description="what the retrievers read before each chunk: nothing, the document's title, or its heading path")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _mode_is_chunker(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "mode" in data:
+            data = dict(data)
+            mode = data.pop("mode")
+            if data.setdefault("chunker", mode) != mode:
+                raise ValueError(f"mode ({mode}) and chunker ({data['chunker']}) disagree: give chunker alone")
+        return data
 
     @model_validator(mode="after")
-    def _overlap_below_size(self) -> "ChunkerConfig":
-        if self.mode == "tokens" and self.overlap >= self.size:
+    def _knobs_of_this_chunker(self) -> "ChunkerConfig":
+        for name, info in type(self).model_fields.items():
+            readers = (info.json_schema_extra or {}).get("chunkers") if isinstance(info.json_schema_extra, dict) else None
+            if readers is not None and self.chunker not in readers and getattr(self, name) != info.default:
+                raise ValueError(f"chunker.{name}: the {self.chunker} chunker has no knob {name} "
+                                 f"(its knobs: {', '.join(chunker_knobs(self.chunker)) or 'none'})")
+        if self.chunker in ("tokens", "recursive") and self.overlap >= self.size:
             raise ValueError(f"overlap ({self.overlap}) must be smaller than size ({self.size})")
         return self
 
     @property
     def label(self) -> str:
-        return "whole" if self.mode == "whole" else f"{self.size}/{self.overlap}"
+        """How results and reports name this chunker: "whole", "256/32" (tokens, as before), "recursive 256/32",
+        "semantic 256 p90"."""
+        if self.chunker == "whole":
+            label = "whole"
+        elif self.chunker == "tokens":
+            label = f"{self.size}/{self.overlap}"
+        elif self.chunker == "recursive":
+            label = f"recursive {self.size}/{self.overlap}"
+        else:
+            label = f"semantic {self.size} p{self.percentile:g}" + (f" t{self.threshold:g}" if self.threshold else "")
+        return label if self.headers == "title" else f"{label} headers={self.headers}"
+
+
+# what `ask` and `serve` cut documents with when no flag and no sweep says otherwise: measured on the shipped set
+# (docs/chunking.md, "The default for ask and serve")
+ANSWER_CHUNKER = ChunkerConfig(chunker="recursive", size=256)
+
+
+def chunker_knobs(chunker: str) -> list[str]:
+    """The ChunkerConfig fields `chunker` reads (headers: every chunker)."""
+    out = []
+    for name, info in ChunkerConfig.model_fields.items():
+        readers = info.json_schema_extra.get("chunkers") if isinstance(info.json_schema_extra, dict) else None
+        if name != "chunker" and (readers is None or chunker in readers):
+            out.append(name)
+    return out
 
 
 class EmbedderConfig(StrictModel):
@@ -91,6 +152,9 @@ class EmbedderConfig(StrictModel):
     device: Literal["auto", "cpu", "cuda"] = Field("auto", description="auto = cuda when torch sees a GPU, else cpu")
     runtime: str = Field("torch", description='"torch" (float32) or "onnx-int8" (int8 products on ONNX Runtime, the '
                          "default model only; docs/speed.md)")
+    long_chunks: Literal["truncate", "mean"] = Field(
+        "truncate", description="a text longer than the model reads (MiniLM: 254 word pieces): its beginning embedded "
+                                "(truncate, the model's own rule) or the mean of its windows (mean)")
 
     @field_validator("model")
     @classmethod

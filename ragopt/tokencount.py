@@ -38,11 +38,11 @@ class TokenCounter:
 def token_counter(spec: str, embedder: EmbedderConfig) -> TokenCounter:
     """`"embedder"`, `"generator"` (the default SmolLM2 GGUF) or a path to a GGUF file."""
     if spec == "embedder":
-        from ragopt.backends.chunker import Chunker
+        from ragopt.chunking import Chunker
 
-        chunker = Chunker(ChunkerConfig(mode="tokens"), embedder)
-        return TokenCounter(f"embedder:{embedder.model}", chunker.fingerprint, chunker.token_ids,
-                            splits_on_whitespace=chunker.splits_on_whitespace)
+        chunker = Chunker(ChunkerConfig(chunker="tokens"), embedder)
+        return TokenCounter(f"embedder:{embedder.model}", chunker.fingerprint, chunker.tokenizer.ids,
+                            splits_on_whitespace=chunker.tokenizer.splits_on_whitespace)
     from ragopt.gguf_meta import default_model_path, model_fingerprint
 
     path = default_model_path() if spec == "generator" else Path(spec)

@@ -74,11 +74,15 @@ class Chunk(BaseModel):
     tenant: str | None = None
     scopes: tuple[str, ...] = ()
     metadata: dict[str, Any] = Field(default_factory=dict)
+    # what the retrievers read before the text (ChunkerConfig.headers): None is the title, "" nothing
+    header: str | None = None
 
     @property
     def indexed_text(self) -> str:
-        """What the retrievers see: the title gives a short chunk the context it lost when cut out."""
-        return f"{self.title} {self.text}" if self.title else self.text
+        """What the retrievers see: the title (or the heading path) gives a short chunk the context it lost when
+        cut out."""
+        header = self.title if self.header is None else self.header
+        return f"{header} {self.text}" if header else self.text
 
     @staticmethod
     def make_id(doc_id: str, start: int, end: int, chunker_fingerprint: str) -> str:

@@ -8,8 +8,13 @@ import socket
 from pathlib import Path
 
 
+def workspace_root(explicit: str | Path | None = None) -> Path:
+    """The workspace's folder, which may not exist yet."""
+    return Path(explicit or os.environ.get("RAGOPT_HOME") or ".ragopt")
+
+
 def workspace_dir(explicit: str | Path | None = None) -> Path:
-    root = Path(explicit or os.environ.get("RAGOPT_HOME") or ".ragopt")
+    root = workspace_root(explicit)
     root.mkdir(parents=True, exist_ok=True)
     return root
 

@@ -85,7 +85,8 @@ def test_chunker_overlap_must_be_below_size() -> None:
     with pytest.raises(ValueError, match="overlap"):
         ChunkerConfig(mode="tokens", size=64, overlap=64)
     assert ChunkerConfig(mode="tokens", size=64, overlap=63).label == "64/63"
-    assert ChunkerConfig(mode="whole", overlap=500, size=10).label == "whole"  # no overlap in whole mode
+    with pytest.raises(ValueError, match="the whole chunker has no knob size"):  # never silently ignored
+        ChunkerConfig(chunker="whole", overlap=500, size=10)
 
 
 def test_fingerprints_are_stable_and_sensitive() -> None:

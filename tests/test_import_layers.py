@@ -28,6 +28,7 @@ LAYERS = [
     {"index", "memo", "fusion"},
     {"index_update"},  # the in-place update of a qdrant-edge index, which ragopt/index/build.py calls
     {"tokencount"},
+    {"chunking"},  # the chunkers count tokens and embed sentences (semantic) with the backends below
     {"backends"},
     {"__init__"},  # ragopt/__init__.py: the core re-exported for users, and __version__
     {"documents"},

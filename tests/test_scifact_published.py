@@ -14,7 +14,7 @@ from fixtures.paths import shared_dataset
 from ragopt.config import BM25Config, ChunkerConfig
 from ragopt.data.beir import load_beir
 from ragopt.eval.metrics import doc_ranking, evaluate_run, mean
-from ragopt.backends.chunker import Chunker
+from ragopt.chunking import Chunker
 from ragopt.backends.bm25 import BM25Index
 
 pytestmark = pytest.mark.slow

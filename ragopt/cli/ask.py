@@ -83,8 +83,9 @@ def _route_cjk_question(args: argparse.Namespace, saved) -> None:  # type: ignor
 
 
 def _plan(args: argparse.Namespace, saved):  # type: ignore[no-untyped-def]
-    """(plan, llama settings to load first or None): the saved plan as it was measured, or the flags' plan (see
-    ragopt.cli._common.answer_plan), validated before anything is read or loaded."""
+    """(plan, llama settings to load first or None, the saved plan it is or None): the saved plan as it was measured
+    (--from, --plan, or the last sweep's), or the flags' plan (see ragopt.cli._common.answer_plan), validated before
+    anything is read or loaded."""
     from ragopt.plan import kind_in_slot
     from ragopt.stages.spec import CITE_SLOT, GENERATE_SLOT
 
@@ -93,11 +94,12 @@ def _plan(args: argparse.Namespace, saved):  # type: ignore[no-untyped-def]
         kv_budget_bytes=("--kv-budget", _common.kv_budget(args)), citations=("--citations", args.citations),
         n_gpu_layers=("--gpu-layers", args.gpu_layers))
     attribute = {kind_in_slot(CITE_SLOT): ("--no-attribute" if args.no_attribute else None, {"enabled": not args.no_attribute})}
-    plan = _common.answer_plan(args, saved, ("--extractive", "extractive" if args.extractive else None, "llama"), given, attribute)
+    plan, saved = _common.answer_plan(args, saved, ("--extractive", "extractive" if args.extractive else None, "llama"), given,
+                                      attribute)
     generate = plan.stage_config(kind_in_slot(GENERATE_SLOT))
     if not plan.generates():
         print("note: the plan generates nothing: printing the passages it retrieves", file=sys.stderr)
-    return plan, generate.llama_config() if generate.generator == "llama" else None
+    return plan, generate.llama_config() if generate.generator == "llama" else None, saved
 
 
 def _documents(args: argparse.Namespace, saved):  # type: ignore[no-untyped-def]
@@ -120,7 +122,7 @@ def run(args: argparse.Namespace) -> int:
     saved = _common.saved_plan(args)
     tracing = _observe.tracing(args, "ask")
     _route_cjk_question(args, saved)
-    plan, config = _plan(args, saved)
+    plan, config, saved = _plan(args, saved)
     check_plans([plan])  # a missing model or glossary is one line before anything is read
     documents, own = _documents(args, saved)  # read and checked before a model loads
     if saved is None and documents is not None:

@@ -94,7 +94,7 @@ def options(args: argparse.Namespace):  # type: ignore[no-untyped-def]
         raise InputError("--engine http and --backend-url (an OpenAI-compatible server's root) go together", field="--backend-url")
     saved = _common.saved_plan(args)
     given = _common.generator_flags(args, base_url=("--backend-url", args.backend_url), server_slots=("--parallel", args.parallel))
-    plan = _common.answer_plan(args, saved, ("--engine", ENGINES.get(args.engine), "llama"), given)
+    plan, saved = _common.answer_plan(args, saved, ("--engine", ENGINES.get(args.engine), "llama"), given)
     budget = _common.kv_budget(args)
     price = _common.from_flags(PriceTable, {"input_per_1k": "--price-in", "output_per_1k": "--price-out", "hourly": "--price-hourly"},
                                input_per_1k=args.price_in, output_per_1k=args.price_out, hourly=args.price_hourly)

@@ -21,6 +21,8 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p.add_argument("--out", default="runs/sweep", help="output folder (default: runs/sweep)")
     p.add_argument("--gate", action="append", default=[], metavar="EXPR", help="e.g. recall@10>=0.9 (repeatable; adds to the config's)")
     p.add_argument("--chunk-sizes", help="comma-separated token sizes and/or 'whole', e.g. 128,256,whole")
+    p.add_argument("--chunkers", help="comma-separated chunkers tried at each size: tokens,recursive,semantic,whole "
+                                      "(docs/chunking.md)")
     p.add_argument("--retrievers", help="comma-separated: dense,bm25,hybrid")
     p.add_argument("--top-k", help="comma-separated, e.g. 1,3,5,10")
     _common.add_runtime_arg(p)
@@ -32,8 +34,9 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
                         '{"id", "contexts": [{"doc_id", "start", "end"}, ...]} in prompt order')
     p.add_argument("--remeasure", action="store_true", help="run every stage again to re-measure latency instead of reusing an earlier run's")
     p.add_argument("--set", action="append", default=[], metavar="KIND.KNOB=V1,V2",
-                   help="a stage knob's values, e.g. rerank.depth=0,20,50, or the vector store's, e.g. "
-                        "store.hnsw_ef=32,64,128 (repeatable; see `ragopt stages`, docs/vector-stores.md)")
+                   help="a stage knob's values, e.g. rerank.depth=0,20,50, the vector store's, e.g. "
+                        "store.hnsw_ef=32,64,128, or the chunkers', e.g. chunker.percentile=80,95 (repeatable; see "
+                        "`ragopt stages`, docs/vector-stores.md, docs/chunking.md)")
     p.add_argument("--select-split", help="select the configuration on this split (e.g. train) ...")
     p.add_argument("--report-split", help="... and report it, with bootstrap intervals, on this one (e.g. test)")
     p.add_argument("--holdout", type=float, help="no splits: select on a seeded random share of queries, report on the rest (e.g. 0.3)")
@@ -128,6 +131,9 @@ def _apply_flags(args: argparse.Namespace, data: dict[str, Any]) -> dict[str, st
     if args.chunk_sizes:
         data["chunk_sizes"] = [s if s == "whole" else _int(s, "--chunk-sizes") for s in _split(args.chunk_sizes)]
         flags["chunk_sizes"] = "--chunk-sizes"
+    if args.chunkers:
+        data["chunkers"] = _split(args.chunkers)
+        flags["chunkers"] = "--chunkers"
     if args.retrievers:
         data["retrievers"] = _split(args.retrievers)
         flags["retrievers"] = "--retrievers"
@@ -175,13 +181,13 @@ def _apply_stage_settings(assignments: list[str], data: dict[str, Any], flags: d
 
     for assignment in assignments:
         kind, knob, values = _stage_setting(assignment)
-        if kind == "store":  # the vector store's knobs (STORE_KNOBS): checked with the whole config
-            data.setdefault("store", {})[knob] = values if len(values) > 1 else values[0]
-            flags["store"] = "--set"
+        if kind in ("store", "chunker"):  # the vector store's knobs (STORE_KNOBS), the chunkers': checked with the config
+            data.setdefault(kind, {})[knob] = values if len(values) > 1 else values[0]
+            flags[kind] = "--set"
             continue
         data.setdefault("stages", {}).setdefault(kind, {})[knob] = values if len(values) > 1 else values[0]
         flags["stages"] = "--set"
-    for kind in {_stage_setting(a)[0] for a in assignments} - {"store"}:
+    for kind in {_stage_setting(a)[0] for a in assignments} - {"store", "chunker"}:
         try:
             validate_stage_values(kind, data["stages"][kind], "--set")
         except InputError as exc:  # named as the flag names it: KIND.KNOB

@@ -87,8 +87,9 @@ def columns_by_priority(results: Any, first: Trial) -> tuple[list[Column], list[
         ROUTED_SMALL_SHARE not in wanted and any(ROUTED_SMALL_SHARE in t.metrics for t in results.trials)) else []
     stages = [_stage(s, n + 3 + len(pairs) + i) for i, s in enumerate(stage_latency_columns(results.trials))]
     switched = switched_stages(results.trials)  # what a stage the sweep switches on and off adds: the first optional
+    cut = [_cost("cut", "chunks_cut", 2, n)] if any(measured(t.costs.chunks_cut) for t in results.trials) else []
     always = [*(_metric(m, wanted.index(m)) for m in key), *wanted_cites, *routed, _cost("ctx tok", "context_tokens", 0, n),
-              _cost("p95 ms", "p95_ms", 2, n + 2)]
+              *cut, _cost("p95 ms", "p95_ms", 2, n + 2)]
     first = [c for c in stages if c.head.split()[0] in switched]
     stages = [c for c in stages if c.head.split()[0] not in switched]
     ndcg, recall = ([_metric(m, more[m])] if m in more else [] for m in ("ndcg@10", "recall@10"))
@@ -133,6 +134,9 @@ def _notes(shown: list[Trial], chosen: list[Column], optional: list[Column]) -> 
         notes.append("! not above its floor beyond noise (the 95% paired bootstrap interval of the difference does not lie "
                      "above zero); citation precision's floor is always citing [1], contains-reference's the top "
                      "passage's lead cut to the answer's length")
+    if any(c.head == "cut" for c in chosen):
+        notes.append("cut: the share of a trial's chunks longer than the embedder reads, embedded from their beginning "
+                     "only (smaller chunks fit; embedder.long_chunks = \"mean\" embeds the mean of their windows)")
     stages = [c.head.split()[0] for c in chosen if c.kind == "stage"]
     if stages:
         notes.append(f"stage columns: the ms each stage adds (p50/p95; - where it did not run): {', '.join(stages)}")

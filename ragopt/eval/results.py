@@ -90,6 +90,8 @@ class Costs(_Open):
     index_build_s: float | None = None
     index_bytes: int | None = None
     n_chunks: int | None = None
+    chunks_cut: float | None = Field(None, description="dense and hybrid trials: the share of chunks longer than the "
+                                                       "embedder reads, embedded from their beginning only")
 
 
 COST_NAMES = tuple(Costs.model_fields)  # the documented costs: lower is better

@@ -18,6 +18,7 @@ from pydantic import Field, field_validator, model_validator
 from ragopt.config import (BM25Config, ChunkerConfig, EmbedderConfig, check_embedder_name, FusionConfig, RetrievalConfig, StoreConfig,
                            StrictModel, fingerprint, knobs, validate)
 from ragopt.errors import InputError
+from ragopt.eval.chunker_space import check_chunker_knobs, chunker_grid, chunker_label
 from ragopt.eval.metrics import CHAR_METRICS
 from ragopt.eval.results import ROUTED_SMALL_SHARE
 from ragopt.judge.judges import JudgeConfig
@@ -51,6 +52,10 @@ class SweepConfig(StrictModel):
     split: str = "test"
     chunk_sizes: list[int | Literal["whole"]] = Field(default_factory=lambda: ["whole"])
     chunk_overlaps: list[int] = Field(default_factory=lambda: [0], description="token overlaps, each tried with each size")
+    chunkers: list[Literal["tokens", "recursive", "semantic", "whole"]] = Field(
+        default_factory=lambda: ["tokens"], description="chunkers tried at each chunk size (docs/chunking.md); whole once")
+    chunker: dict[str, Any] = Field(default_factory=dict, description="[chunker] knobs; a list on a knob sweeps it "
+                                                                      "for the chunkers that read it")
     retrievers: list[Literal["dense", "bm25", "hybrid", "langchain"]] = Field(default_factory=lambda: ["dense", "bm25", "hybrid"])
     langchain: str | None = Field(None, description='retriever "langchain": your LangChain retriever as "module:attribute"')
     fusions: list[Literal["rrf", "convex"]] = Field(default_factory=lambda: ["rrf"])
@@ -152,6 +157,7 @@ class SweepConfig(StrictModel):
         for name in ("chunk_sizes", "chunk_overlaps", "retrievers", "fusions"):
             if not getattr(self, name):
                 raise ValueError(f"{name} must not be empty")
+        check_chunker_knobs(self.chunkers, self.chunker)
         if (self.select_split is None) != (self.report_split is None):
             raise ValueError("select_split and report_split go together")
         if ("langchain" in self.retrievers) != (self.langchain is not None):
@@ -199,14 +205,8 @@ class SweepConfig(StrictModel):
             stages.setdefault(kind_in_slot(GENERATE_SLOT), {}).setdefault("generator", self.answers)
         return stages
 
-    def chunkers(self) -> list[ChunkerConfig]:
-        configs = []
-        for size in self.chunk_sizes:
-            if size == "whole":
-                configs.append(ChunkerConfig(mode="whole"))
-            else:  # an overlap as large as the chunk is meaningless: skip it for that size only
-                configs += [ChunkerConfig(mode="tokens", size=size, overlap=o) for o in self.chunk_overlaps if o < size]
-        return configs
+    def chunker_configs(self) -> list[ChunkerConfig]:
+        return chunker_grid(self.chunk_sizes, self.chunk_overlaps, self.chunkers, self.chunker)
 
     def embedder_configs(self) -> list[EmbedderConfig]:
         models = self.embedders or [self.embedder.model]
@@ -250,7 +250,7 @@ class SweepConfig(StrictModel):
         stores = self.store_configs()
         out = []
         for embedder in self.embedder_configs():
-            for chunker in self.chunkers():
+            for chunker in self.chunker_configs():
                 for store in stores:
                     for k in self.top_k:
                         for variant in self.retrieval_variants(k):
@@ -293,7 +293,7 @@ class SweepConfig(StrictModel):
 
     def trial_id(self, embedder: EmbedderConfig, chunker: ChunkerConfig, variant: RetrievalConfig,
                  choice: dict[str, Any], varying: list[str], store: StoreConfig | None = None) -> str:
-        chunk = "whole" if chunker.mode == "whole" else f"c{chunker.size}-o{chunker.overlap}"
+        chunk = chunker_label(chunker, self.chunker)
         retr = variant.retriever
         if retr == "hybrid":
             retr += f"-{variant.fusion.method}" + (f"{variant.fusion.alpha:g}" if variant.fusion.method == "convex" else "")

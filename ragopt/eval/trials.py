@@ -73,6 +73,9 @@ class TrialRunner:
             m = report.index.manifest
             _log(f"index {m.id} ({m.chunker.label}): {m.n_chunks} chunks, "
                  + ("reused" if report.reused else f"built in {report.seconds:.1f} s, embedded {report.embedded} texts"))
+            warning = report.reach_warning(embedder) if any(map(needs_vectors, self.config.retrievers)) else None
+            if warning:
+                _log(warning)
             self._chunks.update((c.id, c) for c in report.index.chunks)
             self._indexes[key] = report.index
         return self._indexes[key].searched_with(store)
@@ -116,8 +119,8 @@ def score_trial(
     chunker = plan.chunker
     params = TrialParams(
         chunker=chunker.label,
-        chunk_size=None if chunker.mode == "whole" else chunker.size,
-        chunk_overlap=None if chunker.mode == "whole" else chunker.overlap,
+        chunk_size=None if chunker.chunker == "whole" else chunker.size,
+        chunk_overlap=None if chunker.chunker == "whole" else chunker.overlap,
         retriever=plan.retrieval.retriever,
         fusion=plan.retrieval.fusion.method if plan.retrieval.retriever == "hybrid" else None,
         alpha=plan.retrieval.fusion.alpha if plan.retrieval.retriever == "hybrid" and plan.retrieval.fusion.method == "convex" else None,
@@ -132,7 +135,7 @@ def score_trial(
         metrics={n: M.mean(v) for n, v in per_query.items()},
         costs=Costs(
             p50_ms=lat["p50"], p95_ms=lat["p95"], p99_ms=lat["p99"], context_tokens=context,
-            index_build_s=m.build_s, index_bytes=index.size_bytes(), n_chunks=m.n_chunks,
+            index_build_s=m.build_s, index_bytes=index.size_bytes(), n_chunks=m.n_chunks, chunks_cut=_chunks_cut(plan, m),
             latency_cached=any(o.from_earlier_run for o in outcomes), **latency_costs, **(judged.costs if judged else {}),
         ),
         per_query={n: v for n, v in per_query.items() if n in keep or (judged and n in judged.per_query)},
@@ -141,3 +144,10 @@ def score_trial(
         plan=plan.model_dump(mode="json"),
         models={role: ref.model_dump() for role, ref in plan_models(plan, m.embedder_fingerprint).items()},
     )
+
+
+def _chunks_cut(plan: PlanConfig, manifest: Any) -> float | None:
+    """The share of the index's chunks the embedder reads the beginning of only, for a trial that embeds them."""
+    if not needs_vectors(plan.retrieval.retriever) or plan.embedder.long_chunks != "truncate":
+        return None
+    return manifest.embedder_cut

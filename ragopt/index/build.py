@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
-from ragopt.backends.chunker import Chunker
+from ragopt.chunking import Chunker
 from ragopt.backends.edge_store import ENGINE as EDGE_ENGINE
 from ragopt.backends.edge_store import EdgeStore
 from ragopt.backends.embeddings import Embedder
@@ -37,6 +37,16 @@ class BuildReport:
     seconds: float
     updated: tuple[int, int] | None = None  # an update in place of the previous version: (points removed, added)
 
+    def reach_warning(self, embedder: Embedder) -> str | None:
+        """One line when some chunks are longer than the embedder reads and it embeds their beginning only."""
+        share = self.index.manifest.embedder_cut
+        if not share or embedder.config.long_chunks != "truncate":
+            return None
+        m = self.index.manifest
+        return (f"warning: {share:.0%} of the {m.n_chunks:,} chunks ({m.chunker.label}) are longer than the embedder "
+                f"{m.embedder_model} reads ({embedder.reach} word pieces): it embeds their beginning only; smaller "
+                "chunks fit, or embedder.long_chunks = \"mean\" (--long-chunks mean) embeds the mean of their windows")
+
 
 def build_index(
     docs: Sequence[Document],
@@ -58,7 +68,7 @@ def build_index(
     store_config = store_config or StoreConfig()
     if not docs:
         raise InputError("the corpus is empty: nothing to index")
-    chunker = Chunker(chunker_config, embedder.config)
+    chunker = Chunker(chunker_config, embedder=embedder)
     corpus_fp = corpus_fingerprint(docs)
     root = workspace / "indexes"
     remove_stale_scratch(root, ".tmp-")
@@ -79,7 +89,7 @@ def build_index(
         embedder_model=embedder.config.model, embedder_fingerprint=embedder.fingerprint, normalize=embedder.config.normalize,
         n_documents=len(docs), n_chunks=len(chunks), dim=None, has_tenants=any(c.tenant is not None for c in chunks),
         has_scopes=any(c.scopes for c in chunks), build_s=0.0, collection=collection_name(iid, store_config), store=engine,
-        store_url=store_config.url, lineage=lineage,
+        store_url=store_config.url, lineage=lineage, embedder_cut=embedder.cut_share([c.indexed_text for c in chunks]),
     )  # fmt: skip
     if lineage is not None and dense:
         report = _update_in_place(root, manifest, chunks, embedder, store_config, resources, progress, t0)

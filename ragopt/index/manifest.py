@@ -10,7 +10,7 @@ from typing import Sequence
 
 from pydantic import BaseModel, ValidationError
 
-from ragopt.backends.chunker import Chunker
+from ragopt.chunking import Chunker
 from ragopt.backends.edge_store import ENGINE as EDGE_ENGINE
 from ragopt.backends.embeddings import Embedder
 from ragopt.backends.exact_store import ENGINE as EXACT_ENGINE
@@ -47,6 +47,8 @@ class Manifest(BaseModel):
     store: str  # the vector engine: "numpy-exact" or "qdrant-edge" (in this folder), "qdrant" (the server at store_url)
     store_url: str | None = None
     lineage: str | None = None  # qdrant-edge: the id of everything but the corpus (ragopt/index_update.py)
+    # the share of chunks longer than the embedder reads (embedded from their beginning; None: not counted)
+    embedder_cut: float | None = None
 
 
 def write_manifest(folder: Path, manifest: Manifest) -> None:
@@ -69,6 +71,8 @@ def identity(chunker: Chunker, embedder: Embedder, engine: str, store_config: St
     server's ids are those of earlier versions)."""
     identity = {"format": INDEX_FORMAT, "chunker": chunker.fingerprint, "embedder": embedder.fingerprint,
                 "normalize": embedder.config.normalize}
+    if embedder.config.long_chunks != "truncate":  # the ids of indexes built before the knob stay as they were
+        identity["long_chunks"] = embedder.config.long_chunks
     if engine == EDGE_ENGINE:
         identity["store"] = {"engine": engine, "ids": "ordered", **store_config.shard_settings()}  # hashed ids before
     return identity

@@ -40,7 +40,7 @@ class ServiceSource:
 
     def __post_init__(self) -> None:
         if self.plan is None:
-            self.plan = self.saved.plan if self.saved is not None else PlanConfig(chunker=ChunkerConfig(mode="whole"))
+            self.plan = self.saved.plan if self.saved is not None else PlanConfig(chunker=ChunkerConfig(chunker="whole"))
 
 
 @dataclass
@@ -135,6 +135,9 @@ def open_service_plan(source: ServiceSource, workspace: Path, resources: Any) ->
         index, kb_version = report.index, report.index.manifest.id
         print(f"index {kb_version}: {index.manifest.n_chunks} chunks; embedded {report.embedded} texts, "
               f"{report.cache_hits} from cache", file=sys.stderr)
+        warning = report.reach_warning(embedder) if needs_vectors(plan.retrieval.retriever) else None
+        if warning:
+            print(warning, file=sys.stderr)
     slots = {route: steps_by_slot(p, index, embedder, workspace, resources=resources, cache_queries=True, skippable=True)
              for route, p in plans.items()}
     served = {route: _backend(route, p, slots[route]) for route, p in plans.items()}

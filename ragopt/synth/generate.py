@@ -17,7 +17,7 @@ from ragopt.synth.extractive import Candidate
 from ragopt.synth.filters import Askers, Filters, ordered, round_trip_check, searcher
 from ragopt.types import Document, Query
 
-ROUND_TRIP_CHUNKER = ChunkerConfig(mode="whole")
+ROUND_TRIP_CHUNKER = ChunkerConfig(chunker="whole")
 
 
 def _generator_class(config: SynthConfig) -> Any:

@@ -63,7 +63,7 @@ def mine_examples(evalset: EvalSet, workspace: Path, config: MiningConfig, *, pr
 
     embedder = make_embedder(workspace)  # the base model: mining must not depend on the model being trained
     dense = needs_vectors(config.miner)
-    report = build_index(evalset.documents, ChunkerConfig(mode="whole"), embedder, workspace, progress=progress, dense=dense)
+    report = build_index(evalset.documents, ChunkerConfig(chunker="whole"), embedder, workspace, progress=progress, dense=dense)
     index = report.index
     text_of = {c.doc_id: c.indexed_text for c in index.chunks}
     retrieval = RetrievalConfig(retriever=config.miner, top_k=config.depth)

@@ -180,7 +180,7 @@ def test_optuna_samples_distinct_trials_reproducibly(swept: dict[str, Any]) -> N
 
 def test_each_overlap_is_tried_with_each_size_below_it() -> None:
     config = SweepConfig(chunk_sizes=[16, 64, "whole"], chunk_overlaps=[0, 32])
-    assert [c.label for c in config.chunkers()] == ["16/0", "64/0", "64/32", "whole"]
+    assert [c.label for c in config.chunker_configs()] == ["16/0", "64/0", "64/32", "whole"]
 
 
 def test_analyzers_are_a_dimension_of_the_retrievers_that_use_bm25() -> None:

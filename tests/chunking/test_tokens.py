@@ -1,5 +1,6 @@
-"""Token chunking: exact char offsets, never over `size` tokens, overlap, sentence boundaries, whole mode,
-stable ids, unicode. The embedder's real WordPiece tokenizer (MiniLM's tokenizer.json) counts the tokens."""
+"""The tokens chunker (ragopt/chunking/tokens.py): exact char offsets, never over `size` tokens, overlap, sentence
+boundaries, whole mode, stable ids (the same as before the chunkers had a package), unicode. The embedder's real
+WordPiece tokenizer (MiniLM's tokenizer.json) counts the tokens."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import pytest
 
 from ragopt.config import DEFAULT_EMBEDDER, ChunkerConfig, EmbedderConfig
 from ragopt.errors import InputError
-from ragopt.backends.chunker import Chunker
+from ragopt.chunking import Chunker
 from ragopt.backends.embeddings import resolve_model_path
 from ragopt.text import sentence_spans
 from ragopt.types import Document
@@ -29,7 +30,7 @@ UNICODE = (
 
 
 def tokens_chunker(size: int, overlap: int = 0, **kw: object) -> Chunker:
-    return Chunker(ChunkerConfig(mode="tokens", size=size, overlap=overlap, **kw))  # type: ignore[arg-type]
+    return Chunker(ChunkerConfig(chunker="tokens", size=size, overlap=overlap, **kw))  # type: ignore[arg-type]
 
 
 def doc(text: str = PROSE, **kw: object) -> Document:
@@ -38,7 +39,7 @@ def doc(text: str = PROSE, **kw: object) -> Document:
 
 def tokens_inside(chunker: Chunker, text: str, start: int, end: int) -> int:
     """Tokens of the whole text that lie inside [start, end): the count the chunker packed."""
-    return sum(1 for s, e in chunker.token_offsets(text) if s >= start and e <= end)
+    return sum(1 for s, e in chunker.tokenizer.offsets(text) if s >= start and e <= end)
 
 
 @pytest.mark.parametrize(("size", "overlap"), [(8, 0), (16, 4), (32, 8), (64, 0), (300, 20)])
@@ -47,8 +48,8 @@ def test_offsets_exact_and_never_over_size(size: int, overlap: int, text: str) -
     chunker = tokens_chunker(size, overlap)
     chunks = chunker.chunk(doc(text))
     assert chunks
-    token_starts = {s for s, _ in chunker.token_offsets(text)}
-    token_ends = {e for _, e in chunker.token_offsets(text)}
+    token_starts = {s for s, _ in chunker.tokenizer.offsets(text)}
+    token_ends = {e for _, e in chunker.tokenizer.offsets(text)}
     for c in chunks:
         assert c.text == text[c.start : c.end]
         assert c.start in token_starts and c.end in token_ends  # cut on token boundaries, never inside one
@@ -114,7 +115,7 @@ def test_a_sentence_longer_than_size_is_cut_into_overlapping_windows() -> None:
 
 def test_whole_mode_is_one_chunk_carrying_the_document() -> None:
     d = Document(id="d9", text=PROSE, title="T", tenant="acme", scopes=["hr"], metadata={"year": 2024})
-    (chunk,) = Chunker(ChunkerConfig(mode="whole")).chunk(d)
+    (chunk,) = Chunker(ChunkerConfig(chunker="whole")).chunk(d)
     assert (chunk.start, chunk.end, chunk.text) == (0, len(PROSE), PROSE)
     assert (chunk.doc_id, chunk.title, chunk.tenant, chunk.scopes, chunk.metadata) == ("d9", "T", "acme", ("hr",), {"year": 2024})
 
@@ -140,8 +141,27 @@ def test_ids_are_stable_and_depend_on_the_chunker() -> None:
     assert set(a).isdisjoint(c.id for c in tokens_chunker(16, 4, tokenizer="whitespace").chunk(doc()))
     other_doc = Document(id="doc-2", text=PROSE, title="RAG notes")
     assert set(a).isdisjoint(c.id for c in tokens_chunker(16, 4).chunk(other_doc))
-    whole = Chunker(ChunkerConfig(mode="whole"))
-    assert whole.chunk(doc())[0].id == Chunker(ChunkerConfig(mode="whole")).chunk(doc())[0].id
+    whole = Chunker(ChunkerConfig(chunker="whole"))
+    assert whole.chunk(doc())[0].id == Chunker(ChunkerConfig(chunker="whole")).chunk(doc())[0].id
+
+
+def test_ids_are_those_of_the_indexes_built_before_the_chunkers_package() -> None:
+    """The tokens and whole chunkers fingerprint what they did when ChunkerConfig had `mode` and four settings, so
+    an index built then is found again, with the same chunk ids."""
+    import hashlib
+
+    from ragopt.config import fingerprint
+
+    tokenizer = Path(resolve_model_path(DEFAULT_EMBEDDER)) / "tokenizer.json"
+    first = {"size": 64, "overlap": 16, "respect_sentences": True, "tokenizer": "embedder"}
+    before = fingerprint({"version": 3, "config": {"mode": "tokens", **first},
+                          "tokenizer": hashlib.sha256(tokenizer.read_bytes()).hexdigest()[:16]})
+    assert tokens_chunker(64, 16).fingerprint == before
+    assert Chunker(ChunkerConfig(mode="tokens", size=64, overlap=16)).fingerprint == before  # `mode` still reads
+    whole = {"version": 3, "config": {"mode": "whole", **first, "size": 256, "overlap": 0}, "tokenizer": None}
+    assert Chunker(ChunkerConfig(chunker="whole")).fingerprint == fingerprint(whole)
+    # a setting added since, away from its default, makes other ids
+    assert Chunker(ChunkerConfig(chunker="whole", headers="none")).fingerprint != fingerprint(whole)
 
 
 def test_fingerprint_covers_the_tokenizer_bytes_not_only_its_path(tmp_path: Path) -> None:
@@ -163,7 +183,7 @@ def test_a_missing_tokenizer_is_an_input_error_naming_the_file(tmp_path: Path) -
     assert err.value.path == str(absent) and err.value.field == "tokenizer" and "not found" in str(err.value)
     folder = tmp_path / "model-without-tokenizer"
     folder.mkdir()
-    embedder_without = Chunker(ChunkerConfig(mode="tokens", size=16), EmbedderConfig(model=str(folder)))
+    embedder_without = Chunker(ChunkerConfig(chunker="tokens", size=16), EmbedderConfig(model=str(folder)))
     with pytest.raises(InputError) as err:
         _ = embedder_without.fingerprint
     assert err.value.path == str(folder / "tokenizer.json") and "has no tokenizer.json" in str(err.value)
@@ -207,7 +227,7 @@ def test_cuts_never_fall_inside_a_character(tmp_path: Path) -> None:
     text = "cafe\u0301 " * 5 + "👩\u200d💻 " * 5 + "e\u0301\u0301 done"  # decomposed accents, a ZWJ emoji sequence
     chunker = tokens_chunker(3, tokenizer=str(path), respect_sentences=False)
     inside = {i for i in range(1, len(text)) if text[i] in "\u0301\u200d" or text[i - 1] == "\u200d"}
-    assert any(s in inside or e in inside for s, e in chunker.token_offsets(text))  # the tokenizer does split them
+    assert any(s in inside or e in inside for s, e in chunker.tokenizer.offsets(text))  # the tokenizer does split them
     chunks = chunker.chunk(doc(text))
     assert len(chunks) > 3
     for c in chunks:
