@@ -16,6 +16,7 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
 
 def run(args: argparse.Namespace) -> int:
     _common.chunker_config(args)  # flags first: nothing is read before they are known to be valid
+    _common.embedder_config(args)
     _common.store_config(args)
     report, _ = _common.build(args, _common.documents(args))
     print(f"index {report.index.manifest.id} at {report.index.path}  time {report.seconds:.2f} s  embedded {report.embedded}")
