@@ -57,7 +57,8 @@ def index_commands(config_path: Path) -> list[list[str]]:
         dataset = (config_path.parent / dataset).resolve()
     commands = []
     for chunker in config.chunker_configs():
-        flags = ["--whole-docs"] if chunker.chunker == "whole" else ["--chunk-size", str(chunker.size), "--chunk-overlap", str(chunker.overlap)]
+        flags = ["--whole-docs"] if chunker.chunker == "whole" else [
+            "--chunker", chunker.chunker, "--chunk-size", str(chunker.size), "--chunk-overlap", str(chunker.overlap)]
         commands.append(["index", "--dataset", str(dataset), *flags, "--embedder-runtime", "torch"])  # the float32 floor
     return commands
 
