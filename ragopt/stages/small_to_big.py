@@ -18,7 +18,9 @@ Over the ranked hits, best first:
 Every passage is a (doc_id, start, end) slice of its document, with a deterministic id, so span and character
 metrics and citations count what reaches the prompt. The document's text comes from the index's own chunks
 (a character no chunk covers reads as a space: between token chunks that is whitespace, which the prompt
-collapses anyway), so nothing is read again from the files. Tokens are the embedder's, as context tokens are.
+collapses anyway), so nothing is read again from the files. Tokens are the embedder's, as context tokens are: a
+widened passage's are the sum of its parts' (its hit and each unit added, each counted once and remembered), which
+is its own count where the tokenizer splits at whitespace (MiniLM's does) and the parts meet at whitespace.
 """
 
 from __future__ import annotations
@@ -140,7 +142,6 @@ class SmallToBig:
         merged = self._merge(passages)
         state.hits = [self._hit(p, rank) for rank, p in enumerate(merged, start=1)]
         state.hits += [h.model_copy(update={"rank": len(state.hits) + i}) for i, h in enumerate(kept, start=1)]
-        state.usage.attrs["widened_tokens"] = sum(self.count(h.chunk.text) for h in state.hits if not is_live(h.chunk))
         return state
 
     def _auto_merge(self, hits: list[Hit]) -> list[Passage]:
@@ -202,7 +203,7 @@ class SmallToBig:
                     continue
                 s, e = sides[side][0]
                 new_start, new_end = (start, max(end, e)) if side == 0 else (min(start, s), end)
-                grown = self.count(self._text(p.doc_id, new_start, new_end))
+                grown = tokens + self.count(self._text(p.doc_id, s, e))  # each unit counted once, remembered
                 if grown > limit or (self.max_chars is not None and new_end - new_start > self.max_chars):
                     sides[side] = []  # that side is done: nothing beyond a unit that does not fit
                     continue
