@@ -75,3 +75,20 @@ def test_a_sweep_into_a_log_file_writes_plain_lines_within_120_columns(tmp_path:
     code, drawn = ragopt_stderr_on_a_terminal("sweep", "--dataset", str(dataset), "--retrievers", "bm25", "--top-k", "3,5",
                                               "--out", str(tmp_path / "tty-out"), workspace=tmp_path / "ws")
     assert code == 0 and "trials: 100%|" in drawn and "\r" in drawn  # on a terminal: tqdm's bars, as before
+
+
+def test_the_chroma_config_runs_on_any_set_and_names_bad_settings_in_one_line(tmp_path: Path) -> None:
+    """chroma-chunking is the default for a chroma_chunking folder; with --config it takes any set (--dataset); a bad
+    knob or gate is one line, exit 2, before any work."""
+    from fixtures.cli import one_line_error, ragopt
+
+    assert default_config_for(tmp_path / "chroma_chunking") == shipped_config("chroma-chunking")
+    hospital = CHECKOUT / "evalsets" / "hospital"
+    for extra, flag, detail in ((["--set", "small_to_big.window=paragraphs"], "[--set]", "small_to_big.window"),
+                                (["--set", "small_to_big.windows=2"], "[--set]", "windows"),
+                                (["--gate", "chars_iou@5>>0.1"], "gate", "chars_iou@5>>0.1"),
+                                (["--gate", "chars_iuo@5>=0.1"], "gate", "chars_iuo@5")):
+        done = ragopt("sweep", "--config", "chroma-chunking", "--dataset", str(hospital), *extra, workspace=tmp_path / "ws")
+        line = one_line_error(done, "sweep")
+        assert flag in line and detail in line, line
+        assert not any((tmp_path / "ws").rglob("*"))  # nothing written (a gate is read once the workspace is named)
