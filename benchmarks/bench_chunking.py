@@ -12,7 +12,8 @@ tokens. Scenarios:
 Columns: Chroma's recall, precision and IoU in characters at K (scored here, from the definitions alone: each
 character a (document, offset) pair, retrieved characters summed over passages), context tokens per question
 (MiniLM tokens of the passages that reach the prompt), chunks cut by the embedder (longer than its 254 word pieces),
-and chunking speed (MB of text per second; ragopt's chunker timed alone, without embedding). For ragopt's scenarios
+and chunking speed (MB of text per second: the cut alone; ragopt's semantic chunker reads its sentence vectors
+from the cache by then, chonkie's embeds them). For ragopt's scenarios
 `check` is the largest difference between ragopt's own chars_* metrics and this scorer's (they should agree).
 
 Usage: python benchmarks/bench_chunking.py [--dataset DIR] [--workspace DIR] [--k 5] [--only SUBSTRING,...] [--json]
@@ -35,15 +36,24 @@ LANGCHAIN = [(200, 0), (400, 0), (400, 200), (800, 400), (250, 125)]
 EMBEDDER_READS = 254  # MiniLM's 256 positions less [CLS] and [SEP]
 # ragopt's scenarios: (id, chunker settings, retriever, small_to_big settings or None)
 RAGOPT: list[tuple[str, dict[str, Any], str, dict[str, Any] | None]] = [
-    (f"ragopt tokens {size}/0" + (f" {retriever}" if retriever != "dense" else "") + (f" + {window} {tokens}" if window else ""),
-     {"mode": "tokens", "size": size, "overlap": 0}, retriever, {"window": window, "window_tokens": tokens} if window else None)
-    for size, retriever, window, tokens in [
-        (200, "dense", None, 0), (64, "dense", None, 0), (32, "dense", None, 0),
-        (64, "dense", "chunks", 192), (64, "dense", "sentences", 128), (64, "dense", "sentences", 160),
-        (64, "dense", "sentences", 256), (32, "dense", "sentences", 96), (32, "dense", "sentences", 128),
-        (32, "dense", "sentences", 160), (32, "dense", "sentences", 224), (48, "dense", "sentences", 128),
-        (64, "bm25", None, 0), (64, "bm25", "sentences", 192), (32, "bm25", "sentences", 192), (64, "bm25", "sentences", 256),
-        (64, "hybrid", "sentences", 192), (64, "hybrid", "sentences", 256), (32, "hybrid", "sentences", 224),
+    (f"ragopt {chunker} {size}/0" + (f" {retriever}" if retriever != "dense" else "") + (f" + {window} {tokens}" if window else ""),
+     {"chunker": chunker, "size": size, **({"overlap": 0} if chunker != "semantic" else {"min_size": size // 4})}, retriever,
+     {"window": window, "window_tokens": tokens} if window else None)
+    for chunker, size, retriever, window, tokens in [
+        ("tokens", 200, "dense", None, 0), ("tokens", 64, "dense", None, 0), ("tokens", 32, "dense", None, 0),
+        ("tokens", 64, "dense", "chunks", 192), ("tokens", 64, "dense", "sentences", 128),
+        ("tokens", 64, "dense", "sentences", 160), ("tokens", 64, "dense", "sentences", 192),
+        ("tokens", 64, "dense", "sentences", 256), ("tokens", 64, "dense", "sentences", 288),
+        ("tokens", 32, "dense", "sentences", 96), ("tokens", 32, "dense", "sentences", 128),
+        ("tokens", 32, "dense", "sentences", 160), ("tokens", 32, "dense", "sentences", 224),
+        ("tokens", 48, "dense", "sentences", 128),
+        ("recursive", 200, "dense", None, 0), ("recursive", 64, "dense", None, 0),
+        ("recursive", 64, "dense", "sentences", 192), ("recursive", 64, "dense", "sentences", 256),
+        ("semantic", 200, "dense", None, 0), ("semantic", 64, "dense", "sentences", 192),
+        ("tokens", 64, "bm25", None, 0), ("tokens", 64, "bm25", "sentences", 192), ("tokens", 32, "bm25", "sentences", 192),
+        ("tokens", 64, "bm25", "sentences", 256), ("tokens", 64, "hybrid", "sentences", 192),
+        ("tokens", 64, "hybrid", "sentences", 256), ("tokens", 64, "hybrid", "sentences", 288),
+        ("tokens", 32, "hybrid", "sentences", 224),
     ]
 ]
 
@@ -133,21 +143,21 @@ def chonkie_chunks(docs: dict[str, str], kind: str, size: int, count: Callable[[
 def ragopt_run(documents: list[Any], evalset: Any, chunker: dict[str, Any], retriever: str, widen: dict[str, Any] | None,
                workspace: Path, k: int) -> dict[str, Any]:
     """ragopt's plan at K: its passages per question, chunking seconds, its chunks' spans and its own chars_* means."""
-    from ragopt.backends.chunker import Chunker
+    from ragopt.chunking import Chunker
     from ragopt.config import ChunkerConfig, RetrievalConfig
     from ragopt.eval.executor import run_trial
     from ragopt.eval.metrics import evaluate_chars, mean
     from ragopt.plan import PlanConfig, build_or_reuse_index, pipeline_for
 
     config = ChunkerConfig(**chunker)
-    t0 = time.perf_counter()
-    Chunker(config).chunk_all(documents)
-    seconds = time.perf_counter() - t0
     stages: dict[str, dict[str, Any]] = {"prompt": {"max_passage_chars": None}}  # the prompt cuts nothing here
     if widen:
         stages["small_to_big"] = widen
     plan = PlanConfig(chunker=config, retrieval=RetrievalConfig(retriever=retriever, top_k=k), stages=stages)
     report, embedder = build_or_reuse_index(plan, documents, workspace, progress=False)
+    t0 = time.perf_counter()  # the cut alone, again (the semantic chunker's sentence vectors are cached by now)
+    Chunker(config, embedder=embedder).chunk_all(documents)
+    seconds = time.perf_counter() - t0
     outcomes, _ = run_trial(pipeline_for(plan, report.index, embedder, workspace), [q.query for q in evalset.queries])
     runs = {o.query_id: [(d, s, e) for _, d, s, e, _ in o.ranking] for o in outcomes}
     evidence = {q.query.id: q.evidence for q in evalset.queries if any(e.start is not None for e in q.evidence)}
@@ -178,7 +188,7 @@ def run_one(name: str, data: dict[str, Any], embedder: Any, workspace: Path, k: 
         chunks, seconds = chonkie_chunks(texts, name.split()[1], int(name.split()[2]), count, data["model_path"])
         runs = dense_top(chunks, texts, data["queries"], embedder, k)
     else:
-        _, chunker, retriever, widen = next(s for s in RAGOPT if s[0] == name)
+        _, chunker, retriever, widen = next(spec for spec in RAGOPT if spec[0] == name)
         out = ragopt_run(data["documents"], data["evalset"], chunker, retriever, widen, workspace, k)
         chunks, seconds, runs, own = out["chunks"], out["seconds"], out["runs"], out["own"]
     row = summarize(name, runs, data["evidence"], texts, count, k)
