@@ -71,3 +71,31 @@ def test_crash_mid_stream_then_breaker_opens_and_closes_when_the_server_is_back(
         assert back["trace"]["generator"].startswith("http:") and not back["trace"]["degraded"]
         assert breaker.state == "closed"
         assert breaker.transitions == ["closed->open", "open->half_open", "half_open->closed"]
+
+
+def test_sampling_fields_reach_llama_server(tiny_gguf: Path, serve_files: dict[str, Path], tmp_path: Path) -> None:
+    """top_p, the penalties and logit_bias travel in the HTTP generator's body and llama-server applies them: a +100
+    bias makes every token the biased one, and top_p 0 keeps only the likeliest token, so even at temperature 2 the
+    answer is the greedy one (each asked after a warm-up, so that every answer reuses the same cached prompt)."""
+    from llama_cpp import Llama
+
+    from ragopt.types import Sampling
+
+    plan = served_plan("llama-server", model=str(tiny_gguf), server_slots=1, n_ctx=1024, max_tokens=16, repeat_stop=0)
+    opts = ServeOptions(settings=ServeSettings(), plan=plan, dataset=str(serve_files["dataset"]), cache=False)
+    vocab = Llama(model_path=str(tiny_gguf), vocab_only=True, verbose=False)
+    token = vocab.tokenize(b" hive", add_bos=False)[0]
+    piece = vocab.detokenize([token]).decode()
+    with ExitStack() as stack:
+        service = build_service(opts, tmp_path, stack)
+
+        def ask(**sampling: object) -> dict:
+            return service.answer("What causes tides?", ACME, AskOptions(sampling=Sampling(**sampling)), RequestHandle())
+
+        ask(temperature=0)  # the warm-up
+        greedy = ask(temperature=0)
+        assert ask(temperature=2, top_p=0, seed=3)["answer"] == greedy["answer"]
+        assert ask(temperature=2, top_p=1, seed=3)["answer"] != greedy["answer"]
+        biased = ask(temperature=0, logit_bias=((token, 100.0),), presence_penalty=0.5)
+        assert biased["trace"]["generator"].startswith("http:") and not biased["trace"]["degraded"]
+        assert biased["answer"] == (piece * biased["trace"]["tokens_out"]).strip() and biased["trace"]["tokens_out"] == 16
