@@ -2,13 +2,15 @@
 and gates that pass only within noise.
 
 A smaller TopK (or any cheaper configuration) is decided on an evaluation set; the figure that justifies it
-must hold on queries the selection never saw. Intervals are percentile bootstrap intervals of the mean over
-queries (seeded, so the same run gives the same interval).
+must hold on queries the selection never saw. Intervals are of the mean over queries (`mean_interval`: Wilson for
+0/1 scores, a seeded percentile bootstrap with a minimum width for others, so the same run gives the same interval).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
+from statistics import NormalDist
 
 import numpy as np
 
@@ -22,15 +24,48 @@ RESAMPLES = 2000
 
 def mean_interval(values: Sequence[float | None], confidence: float = CONFIDENCE, n_resamples: int = RESAMPLES,
                   seed: int = 0) -> Interval | None:
-    """Percentile bootstrap interval of the mean of `values` (None/NaN left out); None when nothing is scored."""
+    """An interval of the mean of `values` (None/NaN left out) at `confidence`; None when nothing is scored.
+
+    0/1 scores (the share of questions a trial gets right): the Wilson score interval, which has width when every
+    score is equal (20 zeros: [0, 0.16] at 95%), where a percentile bootstrap collapses to [0, 0]. Other scores:
+    the percentile bootstrap (seeded), never narrower on either side than `min_half_width`, the least a mean can
+    be unsure of after n scores (the Wilson bound of a share seen 0 times in n), and kept within [0, 1] when the
+    scores are."""
     arr = np.array([np.nan if v is None else v for v in values], dtype=float)
     arr = arr[~np.isnan(arr)]
     if arr.size == 0:
         return None
+    mean = float(arr.mean())
+    if np.isin(arr, (0.0, 1.0)).all():
+        low, high = wilson(mean, arr.size, confidence)
+        return Interval(mean=mean, low=low, high=high)
     rng = np.random.default_rng(seed)
     means = arr[rng.integers(0, arr.size, size=(n_resamples, arr.size))].mean(axis=1)
     alpha = (1 - confidence) / 2
-    return Interval(mean=float(arr.mean()), low=float(np.quantile(means, alpha)), high=float(np.quantile(means, 1 - alpha)))
+    floor = min_half_width(arr.size, confidence)
+    low, high = min(float(np.quantile(means, alpha)), mean - floor), max(float(np.quantile(means, 1 - alpha)), mean + floor)
+    if arr.min() >= 0 and arr.max() <= 1:
+        low, high = max(low, 0.0), min(high, 1.0)
+    return Interval(mean=mean, low=low, high=high)
+
+
+def _z(confidence: float) -> float:
+    return NormalDist().inv_cdf(1 - (1 - confidence) / 2)
+
+
+def wilson(share: float, n: int, confidence: float) -> tuple[float, float]:
+    """The Wilson score interval of a share observed over n 0/1 scores (two-sided, at `confidence`)."""
+    z2 = _z(confidence) ** 2
+    center = (share + z2 / (2 * n)) / (1 + z2 / n)
+    half = math.sqrt(z2) / (1 + z2 / n) * math.sqrt(share * (1 - share) / n + z2 / (4 * n * n))
+    return max(0.0, center - half), min(1.0, center + half)
+
+
+def min_half_width(n: int, confidence: float) -> float:
+    """How far the mean of n scores in [0, 1] may lie from what they show, at least: a score that differs on a
+    share of questions none of the n drew moves it by up to that share, whose Wilson upper bound is z^2/(n + z^2)."""
+    z2 = _z(confidence) ** 2
+    return z2 / (n + z2)
 
 
 def split_holdout(evalset: EvalSet, share: float, seed: int) -> tuple[EvalSet, EvalSet]:

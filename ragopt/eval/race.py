@@ -8,9 +8,12 @@ the trials that can still win, under the sweep's own objective (the cheapest tri
    them is decided as the grid decides it: a trial that fails one is dropped and never answered.
 2. Rounds over growing, nested, seeded question subsets (`race_schedule`, e.g. 10%, 25%, 50%, 100%), one trial
    at a time in the objective's order, cheapest first. After each round, a gate on an answer metric is decided
-   beyond noise only: the bootstrap interval of the metric's mean over the answered questions (at
-   `race_confidence`) lies wholly past its threshold. A trial that fails a gate that way is dropped; one that
-   does not answers the next round, the last being every question.
+   beyond noise only: the interval of the metric's mean over the answered questions (`mean_interval`: Wilson for
+   0/1 scores) lies wholly past its threshold. A trial is tested after every round but the last, on every answer
+   gate, so each test is made at `per_test_confidence` (Bonferroni over those tests): the chance that any of them
+   drops a trial whose true figures pass is at most 1 - `race_confidence` (docs/sweep.md gives it as simulated,
+   scripts/race_drop_chance.py). A trial that fails a gate that way is dropped; one that does not answers the next
+   round, the last being every question.
 3. The first trial that passes every gate on every question, as the grid measures it, is the leader: the grid
    picks no trial that costs more (context tokens, measured on every question), so every such trial is dropped
    without answering. Trials as cheap as the leader still race (the grid breaks their tie on latency), and the
@@ -30,7 +33,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from ragopt.eval.executor import QueryOutcome
-from ragopt.eval.gates import Gate, evaluate_gates, objective_key, quality_metric
+from ragopt.eval.gates import Gate, evaluate_gates, is_cost, objective_key, quality_metric
 from ragopt.eval.heldout import mean_interval
 from ragopt.eval.results import Costs, Generations, Interval, RaceInfo, RaceRound, RaceSummary, Trial
 from ragopt.plan import PlanConfig
@@ -95,12 +98,32 @@ class Standing:
 
 @dataclass
 class RaceContext:
-    """What deciding a gate needs: the gates, the questions, how confident a decision must be."""
+    """What deciding a gate needs: the gates, the questions, how confident the race's decisions must be together
+    (`confidence`) and how many tests a trial can meet (`tests`: rounds tested x answer gates)."""
 
     gates: list[Gate]
     n_questions: int
     confidence: float
     seed: int
+    tests: int = 1
+
+    @property
+    def per_test_confidence(self) -> float:
+        """The confidence of each test, so that all of a trial's tests together hold at `confidence`."""
+        return per_test_confidence(self.confidence, self.tests)
+
+
+def per_test_confidence(confidence: float, tests: int) -> float:
+    """Bonferroni: each of `tests` decisions at this confidence, so that all of them together hold at `confidence`
+    (the chance that any one errs is at most the sum of theirs, 1 - `confidence`)."""
+    return 1 - (1 - confidence) / max(1, tests)
+
+
+def answer_gates(gates: Sequence[Gate], names: Sequence[str]) -> list[Gate]:
+    """The gates decided on answers, round by round: not on a retrieval metric or cost screening measures, nor on a
+    latency (decided once every question is answered)."""
+    retrieval = retrieval_names(list(names))
+    return [g for g in gates if g.metric not in retrieval and g.metric not in SCREENED_COSTS and not is_cost(g.metric)]
 
 
 def gate_state(gate: Gate, s: Standing, ctx: RaceContext) -> tuple[str, str]:
@@ -111,20 +134,25 @@ def gate_state(gate: Gate, s: Standing, ctx: RaceContext) -> tuple[str, str]:
         on = f"on all {ctx.n_questions} questions"
         return (PASS if verdict.passed else FAIL), f"{verdict.message} {on}"
     values = s.scored.per_query.get(gate.metric) if s.scored is not None else None
-    if values is None:
-        return OPEN, f"{gate.metric} not measured yet"
-    iv = mean_interval(values, ctx.confidence, seed=ctx.seed)
+    state, iv = interval_state(gate, values or [], ctx.per_test_confidence, ctx.seed)
     if iv is None:
         return OPEN, f"{gate.metric} not measured yet"
     n = sum(v is not None for v in values)
     shown = f"{gate.metric} = {iv.mean:.3g} [{iv.low:.3g}, {iv.high:.3g}] on {n} questions"
-    above, below = iv.low > gate.threshold, iv.high < gate.threshold
-    if gate.op in (">=", ">"):
-        state = PASS if above else FAIL if below else OPEN
-    else:
-        state = PASS if below else FAIL if above else OPEN
     word = {PASS: "passes", FAIL: "fails", OPEN: "within noise of"}[state]
     return state, f"{shown}: {word} {gate.expr}" + ("" if state == OPEN else " beyond noise")
+
+
+def interval_state(gate: Gate, values: Sequence[float | None], confidence: float, seed: int) -> tuple[str, Interval | None]:
+    """(PASS | FAIL | OPEN, the interval) of a gate on an answer metric's scores so far: PASS or FAIL only when the
+    interval of their mean at `confidence` lies wholly past the threshold (None: nothing scored yet)."""
+    iv = mean_interval(values, confidence, seed=seed)
+    if iv is None:
+        return OPEN, None
+    above, below = iv.low > gate.threshold, iv.high < gate.threshold
+    if gate.op in (">=", ">"):
+        return (PASS if above else FAIL if below else OPEN), iv
+    return (PASS if below else FAIL if above else OPEN), iv
 
 
 def decide(standings: Sequence[Standing], ctx: RaceContext, round_no: int) -> list[Standing]:
@@ -206,11 +234,12 @@ def run_rounds(standings: list[Standing], queries: list[Any], sizes: list[int], 
 
 
 def race_summary(config: Any, sizes: list[int], n_trials: int, rounds: list[RaceRound], screened_out: list[str],
-                 made: Generations, n_questions: int) -> RaceSummary:
+                 made: Generations, ctx: RaceContext) -> RaceSummary:
     return RaceSummary(
-        confidence=config.race_confidence, schedule=list(config.race_schedule), min_questions=config.race_min_questions,
-        seed=config.seed, round_sizes=sizes, screened_out=screened_out, rounds=rounds,
-        grid_answers=n_trials * n_questions, generations=made)
+        confidence=config.race_confidence, tests=max(1, ctx.tests), per_test_confidence=ctx.per_test_confidence,
+        schedule=list(config.race_schedule), min_questions=config.race_min_questions, seed=config.seed,
+        round_sizes=sizes, screened_out=screened_out, rounds=rounds, sampled=config.search == "optuna",
+        grid_answers=n_trials * ctx.n_questions, generations=made)
 
 
 def dropped_trial(s: Standing, ctx: RaceContext, query_ids: list[str], keep: set[str], names: list[str]) -> Trial:
@@ -232,7 +261,7 @@ def dropped_trial(s: Standing, ctx: RaceContext, query_ids: list[str], keep: set
                 aligned[position[qid]] = value
             if name in keep:
                 per_query[name] = aligned
-            iv = mean_interval(values, ctx.confidence, seed=ctx.seed)
+            iv = mean_interval(values, ctx.per_test_confidence, seed=ctx.seed)  # the interval it was tested on
             metrics[name] = None if iv is None else iv.mean
             if iv is not None:
                 intervals[name] = iv
@@ -262,14 +291,16 @@ def race(plans: list[tuple[str, PlanConfig]], queries: list[Any], ctx: RaceConte
         standings.append(Standing(tid, plan, screened(score(tid, plan, outcomes, index, retrieval), retrieval), outcomes, index))
     screened_out = [s.tid for s in decide(standings, ctx, 0)]
     sizes = round_sizes(len(queries), config.race_schedule, config.race_min_questions)
+    ctx.tests = (len(sizes) - 1) * len(answer_gates(ctx.gates, names))
     order = question_order(len(queries), config.seed)
     if progress:
         shares = ", ".join(f"{size} ({size / len(queries):.0%})" for size in sizes)
-        _log(f"race: confidence {ctx.confidence:g}, seed {ctx.seed}; screening dropped {len(screened_out)} of "
+        _log(f"race: confidence {ctx.confidence:g} ({max(1, ctx.tests)} tests a trial, each at "
+             f"{ctx.per_test_confidence:.4g}), seed {ctx.seed}; screening dropped {len(screened_out)} of "
              f"{len(plans)} trials; rounds answer {shares} of {len(queries)} questions")
     rounds, made = run_rounds(standings, queries, sizes, order, ctx, run_batch,
                               lambda s, outs: score(s.tid, s.plan, outs, s.index, names), progress)
-    return standings, race_summary(config, sizes, len(plans), rounds, screened_out, made, len(queries))
+    return standings, race_summary(config, sizes, len(plans), rounds, screened_out, made, ctx)
 
 
 def retrieval_names(names: list[str]) -> list[str]:
@@ -299,11 +330,14 @@ def race_lines(summary: RaceSummary) -> list[str]:
     """The race in a few lines for the terminal: its knobs, its rounds, what it saved."""
     g = summary.generations
     share = g.answers / summary.grid_answers if summary.grid_answers else 0.0
-    lines = [f"race: confidence {summary.confidence:g}, schedule {', '.join(f'{s:g}' for s in summary.schedule)} "
+    each = summary.per_test_confidence if summary.per_test_confidence is not None else summary.confidence  # older files
+    lines = [f"race: confidence {summary.confidence:g} ({summary.tests} tests a trial, each at "
+             f"{each:.4g}), schedule {', '.join(f'{s:g}' for s in summary.schedule)} "
              f"(at least {summary.min_questions} questions a round), seed {summary.seed}",
              f"  screening (retrieval only, every question): {len(summary.screened_out)} trials dropped, never answered"]
     lines += [f"  round {r.round}: {r.questions} questions, {r.racing} trials answered, {len(r.dropped)} dropped"
               for r in summary.rounds]
-    lines.append(f"  answers: {g.answers:,} of the full grid's {summary.grid_answers:,} ({share:.1%}); generator calls "
+    whose = "the sampled trials'" if summary.sampled else "the full grid's"
+    lines.append(f"  answers: {g.answers:,} of {whose} {summary.grid_answers:,} ({share:.1%}); generator calls "
                  f"made: {g.generated:,}, tokens in {g.tokens_in:,}, out {g.tokens_out:,}")
     return lines

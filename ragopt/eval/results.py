@@ -155,14 +155,18 @@ class RaceRound(_Model):
 class RaceSummary(_Model):
     """How the race ran (ragopt.eval.race): its knobs, its rounds, and what it cost against the full grid."""
 
-    confidence: float
+    confidence: float = Field(description="how sure the race's drops of one trial are, all its tests together")
+    tests: int = Field(1, description="tests a trial can meet: rounds tested (all but the last) x answer gates")
+    per_test_confidence: float | None = Field(None, description="each test's confidence: 1 - (1 - confidence) / tests")
     schedule: list[float]
     min_questions: int
     seed: int
     round_sizes: list[int]
     screened_out: list[str] = Field(default_factory=list, description="trials dropped by screening, never answered")
     rounds: list[RaceRound] = Field(default_factory=list)
-    grid_answers: int = Field(description="answers the full grid makes: trials x questions")
+    sampled: bool = Field(False, description="the race ran over an Optuna sample of the grid, not the full grid")
+    grid_answers: int = Field(description="answers the raced trials make unraced: trials (the full grid's, or the "
+                                          "sampled ones) x questions")
     generations: Generations = Field(default_factory=Generations)
 
 

@@ -1,14 +1,21 @@
 """Racing trials on questions (ragopt.eval.race): who is dropped and who is kept, on figures built by hand; the
-schedule; and bad race settings named before any work."""
+schedule; intervals that have width when every score is equal, tests corrected for the rounds and gates a trial
+meets, and the simulated chance of dropping a trial that passes; and bad race settings named before any work."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
+
+from fixtures.scripts import load_script
 
 from ragopt.errors import InputError
 from ragopt.eval.gates import parse_gates
-from ragopt.eval.race import DROPPED, RACING, RaceContext, Standing, decide, question_order, round_sizes
-from ragopt.eval.results import Costs, Trial, TrialParams
+from ragopt.eval.heldout import mean_interval, min_half_width
+from ragopt.eval.race import (DROPPED, RACING, RaceContext, Standing, answer_gates, decide, per_test_confidence,
+                              question_order, race_lines, round_sizes)
+from ragopt.eval.results import Costs, Generations, RaceSummary, Trial, TrialParams
 from ragopt.eval.space import SweepConfig
 from ragopt.plan import PlanConfig
 
@@ -106,3 +113,45 @@ def test_racing_with_nothing_to_race_is_refused_and_auto_races_llm_answers_only(
     llm = SweepConfig(retrievers=["bm25"], top_k=[1, 3], stages={"generate": {"generator": "llama"}})
     assert llm.races(llm.plans())
     assert not llm.model_copy(update={"race": "off"}).races(llm.plans())
+
+
+def test_an_interval_of_equal_scores_has_width_and_twenty_zeros_do_not_drop_a_trial_in_round_one() -> None:
+    zeros = mean_interval([0.0] * 20, 0.95)
+    assert zeros.mean == zeros.low == 0.0 and zeros.high == pytest.approx(1.96**2 / (20 + 1.96**2), abs=1e-3)  # Wilson
+    ones = mean_interval([1.0] * 20, 0.95)
+    assert ones.high == 1.0 and ones.low == pytest.approx(1 - zeros.high)
+    halves = mean_interval([0.5] * 20, 0.95, seed=3)  # not 0/1: the bootstrap, widened to the least it can know
+    assert halves.low == pytest.approx(0.5 - min_half_width(20, 0.95)) and halves.high == pytest.approx(1 - halves.low)
+    assert mean_interval([0.0] * 200, 0.95).high < zeros.high  # and narrows as the questions grow
+    ctx = _ctx("answer_contains_reference>=0.15")
+    s = _standing("zeros", 100, 0.9, _shares(0, 20))
+    assert decide([s], ctx, 1) == [] and s.status == RACING  # 0 of 20 is within noise of 0.15 (before: [0, 0], dropped)
+    assert decide([_standing("worse", 100, 0.9, _shares(0, 40))], ctx, 2)  # 0 of 40 lies below it
+
+
+def test_each_test_of_a_trial_is_made_at_the_confidence_its_rounds_and_gates_leave() -> None:
+    assert per_test_confidence(0.95, 1) == pytest.approx(0.95) and per_test_confidence(0.95, 6) == pytest.approx(1 - 0.05 / 6)
+    gates = parse_gates(["recall@5>=0.8", "answer_contains_reference>=0.15", "citation_precision>=0.5", "p95_ms<=900"])
+    assert [g.metric for g in answer_gates(gates, ["recall@5", "answer_contains_reference", "citation_precision"])] == [
+        "answer_contains_reference", "citation_precision"]  # retrieval and latency gates are not tested round by round
+    ctx = _ctx("answer_contains_reference>=0.5")
+    ctx.tests = 6
+    s = _standing("edge", 100, 0.9, _shares(13, 40))  # 0.325 on 40: below 0.5 at 95%, within noise at 1 - 0.05/6
+    assert mean_interval(s.scored.per_query["answer_contains_reference"], 0.95).high < 0.5
+    assert decide([s], ctx, 1) == [] and s.status == RACING
+    ctx.tests = 1
+    assert decide([s], ctx, 1) == [s]
+
+
+def test_the_simulated_drop_chance_of_a_passing_trial_is_within_the_promise() -> None:
+    sim = load_script(Path(__file__).resolve().parents[2] / "scripts" / "race_drop_chance.py")
+    case = sim.simulate(100, 0.15, 0.2, 4000, SweepConfig(), seed=0)  # the issue's case: 20 answers in round 1, rate 0.2
+    assert case["drop_share"] <= 1 - SweepConfig().race_confidence and case["drop_share"] < case["drop_share_before"]
+
+
+def test_an_optuna_race_counts_its_answers_against_the_sampled_trials() -> None:
+    summary = RaceSummary(confidence=0.95, tests=2, per_test_confidence=0.975, schedule=[0.5, 1.0], min_questions=20,
+                          seed=0, round_sizes=[20, 40], grid_answers=160, generations=Generations(answers=40))
+    assert "answers: 40 of the full grid's 160 (25.0%)" in "\n".join(race_lines(summary))
+    sampled = "\n".join(race_lines(summary.model_copy(update={"sampled": True})))
+    assert "answers: 40 of the sampled trials' 160 (25.0%)" in sampled and "2 tests a trial, each at 0.975" in sampled
