@@ -13,8 +13,12 @@ Steps, each safe to interrupt (a re-run finds the same previous version and comp
      update.json says "commit", and each is renamed over the old one;
   4. the caller renames the folder to the new index id and update.json is removed.
 A killed step 2 leaves a shard that opens; points it added that the old chunk list does not hold are skipped by
-searches, and the re-run deletes and adds again what the interrupted run may have half done. An update is a new
-index id, so the knowledge-base version in every cache key moves with it.
+searches, and the re-run deletes and adds again what the interrupted run may have half done. A plan made over a
+pending journal carries it (every point that journal added or was removing and the new list does not keep is
+deleted), so interrupted updates add up, even with the corpus changed between them. The steps are named for crash
+tests (ragopt.workspace.kill_point; tests/test_index_kill.py kills a real `ragopt index` at each). The caller
+changes only versions it holds exclusively (ragopt/index/build.py): one another process has open is left alone.
+An update is a new index id, so the knowledge-base version in every cache key moves with it.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ import numpy as np
 from ragopt.backends.edge_store import IDS, KEYS, EdgeStore, chunk_keys
 from ragopt.backends.embeddings import Embedder
 from ragopt.types import Chunk
+from ragopt.workspace import kill_point
 
 JOURNAL = "update.json"
 NEXT = ".next"
@@ -65,8 +70,7 @@ def _plan_one(folder: Path, keys: np.ndarray) -> UpdatePlan:
     half_added = {int(k): i for k, i in pending.get("added", {}).items()}
     half_removed = set(pending.get("removed", []))
     wanted = set(keys.tolist())
-    removed = sorted({i for k, i in {**half_added, **id_of}.items() if k not in wanted})
-    next_id = max([*id_of.values(), *half_added.values(), -1]) + 1
+    next_id = max([*id_of.values(), *half_added.values(), *half_removed, -1]) + 1
     ids = np.empty(len(keys), dtype=np.int64)
     added = []
     for p, k in enumerate(keys.tolist()):
@@ -76,6 +80,9 @@ def _plan_one(folder: Path, keys: np.ndarray) -> UpdatePlan:
         if k not in id_of or k in half_added or i in half_removed:
             added.append(p)
         ids[p] = i
+    # every point the pending journal names that the new list does not keep is deleted (again): the ones it added
+    # and the ones it was removing, so a journal carries the one it replaces and interrupted updates add up
+    removed = sorted(({i for k, i in {**half_added, **id_of}.items() if k not in wanted} | half_removed) - set(ids.tolist()))
     return UpdatePlan(folder, removed, added, ids, keys)
 
 
@@ -96,11 +103,13 @@ def apply_update(plan: UpdatePlan, chunks: Sequence[Chunk], embedder: Embedder, 
     added_ids = plan.ids[plan.added]
     _write_json(folder / JOURNAL, {"state": "apply", "removed": plan.removed,
                                    "added": {str(k): int(i) for k, i in zip(plan.keys[plan.added].tolist(), added_ids)}})
+    kill_point("apply")
     encoded = embedder.encode([c.indexed_text for c in added_chunks], [(c.tenant, c.scopes) for c in added_chunks],
                               progress=progress)
     store.apply(plan.removed, added_ids, added_chunks, encoded.vectors)
     with open(folder / f"chunks.jsonl{NEXT}", "w", encoding="utf-8") as f:
         f.writelines(c.model_dump_json() + "\n" for c in chunks)
+    kill_point("writing")
     store.write_ids(plan.ids, plan.keys, suffix=NEXT)
     (folder / f"manifest.json{NEXT}").write_text(manifest_json, encoding="utf-8")
     _write_json(folder / JOURNAL, {"state": "commit"})
@@ -116,6 +125,7 @@ def finish_commit(folder: Path) -> bool:
         nxt = folder / f"{name}{NEXT}"
         if nxt.exists():
             os.replace(nxt, folder / name)
+            kill_point("commit")
     return True
 
 

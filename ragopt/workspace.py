@@ -1,8 +1,11 @@
-"""Where indexes and caches live: `--workspace`, else $RAGOPT_HOME, else ./.ragopt."""
+"""Where indexes and caches live: `--workspace`, else $RAGOPT_HOME, else ./.ragopt; and what keeps their writes safe:
+scratch names that say whose they are, locks on what a process holds open, and the named steps a crash test kills at."""
 
 from __future__ import annotations
 
+import fcntl
 import os
+import signal
 import shutil
 import socket
 from pathlib import Path
@@ -47,3 +50,44 @@ def remove_stale_scratch(folder: Path, prefix: str) -> list[Path]:
             shutil.rmtree(p, ignore_errors=True) if p.is_dir() else p.unlink(missing_ok=True)
             removed.append(p)
     return removed
+
+
+LOCK = ".lock"
+KILL_AT = "RAGOPT_TEST_KILL_AT"  # tests only: the step of a crash-safe write at which the process kills itself
+
+
+def kill_point(step: str) -> None:
+    """A named step of a crash-safe write. A crash test sets RAGOPT_TEST_KILL_AT to it: the process then sends itself
+    SIGKILL here, a real kill (no `finally`, flush or atexit runs), so the test sees what a crash there leaves."""
+    if os.environ.get(KILL_AT) == step:
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+def _lock_file(path: Path) -> int | None:
+    for flags in (os.O_RDONLY | os.O_CREAT, os.O_RDONLY):  # created on first use; read-only where it must be
+        try:
+            return os.open(path, flags, 0o644)
+        except OSError:
+            continue
+    return None
+
+
+def lock(path: Path, *, shared: bool, wait: bool = True) -> int | None:
+    """An flock on the lock file `path` (a folder's is FOLDER/.lock), kept until `release`: shared (one of those
+    who hold the folder open) or exclusive (its one writer, alone). Without `wait`, None at once while another holder has it (flock locks belong
+    to the open file, so another holder in this process counts too). None also where no lock file can be opened:
+    the folder is gone, or read-only (no writer can change it either)."""
+    fd = _lock_file(path)
+    if fd is None:
+        return None
+    try:
+        fcntl.flock(fd, (fcntl.LOCK_SH if shared else fcntl.LOCK_EX) | (0 if wait else fcntl.LOCK_NB))
+    except BlockingIOError:
+        os.close(fd)
+        return None
+    return fd
+
+
+def release(fd: int | None) -> None:
+    if fd is not None:
+        os.close(fd)

@@ -29,6 +29,7 @@ from ragopt.backends.exact_store import save_npy, unit_vectors
 from ragopt.backends.qdrant_store import owner_payload, permission_values
 from ragopt.config import StoreConfig
 from ragopt.types import Chunk, Query
+from ragopt.workspace import kill_point
 
 ENGINE = "qdrant-edge"
 SHARD = "shard"
@@ -214,6 +215,7 @@ class EdgeStore:
         searched in a small appendable segment beside it, so the cost follows the change, not the index. The
         caller records every position's id and key afterwards (`write_ids`)."""
         self.delete(removed)
+        kill_point("points")  # crash tests: deleted, not yet added, nothing flushed
         self.put_points(ids, chunks, vectors)
         self.flush()
 

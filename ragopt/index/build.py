@@ -22,10 +22,10 @@ from ragopt.index.manifest import (Manifest, collection_name, corpus_fingerprint
                                    reusable, write_manifest)
 from ragopt.index.opened import Index, open_index
 from ragopt.index.vectors import write_vectors
-from ragopt.index_update import apply_update, clear_journal, finish_commit, plan_update
+from ragopt.index_update import UpdatePlan, apply_update, clear_journal, finish_commit, plan_update
 from ragopt.resources import Resources
 from ragopt.types import Chunk, Document
-from ragopt.workspace import remove_stale_scratch, scratch_name
+from ragopt.workspace import LOCK, kill_point, lock, release, remove_stale_scratch, scratch_name
 
 
 @dataclass
@@ -107,30 +107,63 @@ def build_index(
 def _update_in_place(root: Path, manifest: Manifest, chunks: Sequence[Chunk], embedder: Embedder, store_config: StoreConfig,
                      resources: Resources, progress: bool, t0: float) -> BuildReport | None:
     """The previous version of this qdrant-edge index (same lineage) changed into this one, when there is one
-    close enough (ragopt/index_update.py); None otherwise."""
-    candidates = []
-    for folder in root.glob("*/manifest.json") if root.is_dir() else []:
-        if not folder.parent.name.startswith(".") and json.loads(folder.read_text(encoding="utf-8")).get("lineage") == manifest.lineage:
-            finish_commit(folder.parent)  # a run killed while renaming its files
-            candidates.append(folder.parent)
-    plan = plan_update(candidates, chunks)
-    if plan is None:
+    close enough (ragopt/index_update.py) that no other process holds open; None otherwise. Updates of a lineage
+    run one at a time, each on the versions it holds exclusively, until the Index it returns holds the new one."""
+    serial = lock(root / f".update-{manifest.lineage}{LOCK}", shared=False) if root.is_dir() else None
+    try:
+        held = _hold_lineage(root, manifest.lineage, store_config, resources)
+        try:
+            updated = _apply_plan(plan_update(list(held), chunks), root / manifest.id, held, manifest, chunks, embedder,
+                                  store_config, progress, t0)
+        finally:
+            for fd in held.values():
+                release(fd)
+        if updated is None:
+            return None
+        index = open_index(root / manifest.id, store_config, resources, embedder)  # before another update may start
+    finally:
+        release(serial)
+    embedded, hits, plan = updated
+    return BuildReport(index, False, embedded, hits, time.perf_counter() - t0, updated=(len(plan.removed), len(plan.added)))
+
+
+def _hold_lineage(root: Path, lineage: str | None, store_config: StoreConfig, resources: Resources) -> dict[Path, int]:
+    """This lineage's versions in the workspace that no one else holds open, each locked exclusively (one this process
+    holds is let go first: the update replaces it), with a commit a killed run left half done finished."""
+    held = {}
+    for path in sorted(root.glob("*/manifest.json")) if root.is_dir() else []:
+        folder = path.parent
+        if folder.name.startswith(".") or json.loads(path.read_text(encoding="utf-8")).get("lineage") != lineage:
+            continue
+        fd = lock(folder / LOCK, shared=False, wait=False)
+        if fd is None:  # held open: by this process, let go; by another, left alone
+            resources.drop(("index", os.path.abspath(folder), store_config.url))
+            fd = lock(folder / LOCK, shared=False, wait=False)
+        if fd is not None:
+            finish_commit(folder)  # a run killed while renaming its files
+            held[folder] = fd
+    return held
+
+
+def _apply_plan(plan: UpdatePlan | None, final: Path, held: dict[Path, int], manifest: Manifest, chunks: Sequence[Chunk],
+                embedder: Embedder, store_config: StoreConfig, progress: bool, t0: float) -> tuple[int, int, UpdatePlan] | None:
+    """Steps 1-4 of `plan` (ragopt/index_update.py), its folder renamed to `final`: (texts embedded, cache hits, the
+    plan); None without a plan, or when `final` is a version another process holds open."""
+    if plan is None or (plan.folder != final and final.exists() and final not in held):
         return None
-    resources.drop(("index", os.path.abspath(plan.folder), store_config.url))  # this process may hold it open
     store = EdgeStore(plan.folder / "vectors", store_config)
-    dim = read_manifest(plan.folder).dim
-    done = manifest.model_copy(update={"dim": dim, "build_s": time.perf_counter() - t0})
+    done = manifest.model_copy(update={"dim": read_manifest(plan.folder).dim, "build_s": time.perf_counter() - t0})
     try:
         embedded, hits = apply_update(plan, chunks, embedder, store, done.model_dump_json(indent=2), progress=progress)
     finally:
         store.close()
-    final = root / manifest.id
     if plan.folder != final:
         shutil.rmtree(final, ignore_errors=True)  # an older state of this lineage under the new id: superseded
+        kill_point("rename")
         os.rename(plan.folder, final)
+    kill_point("journal")
     clear_journal(final)
-    index = open_index(final, store_config, resources, embedder)
-    return BuildReport(index, False, embedded, hits, time.perf_counter() - t0, updated=(len(plan.removed), len(plan.added)))
+    return embedded, hits, plan
 
 
 def _write_scratch(tmp: Path, chunks: Sequence[Chunk], manifest: Manifest, embedder: Embedder, store_config: StoreConfig,

@@ -27,19 +27,19 @@ from ragopt.index.vectors import make_store, write_vectors
 from ragopt.resources import Resources
 from ragopt.text import Analyzer, ScriptShare
 from ragopt.types import Chunk, Hit, Query
-from ragopt.workspace import remove_stale_scratch, scratch_name
+from ragopt.workspace import LOCK, lock, release, remove_stale_scratch, scratch_name
 
 
 class Index:
-    def __init__(
-        self, path: Path, manifest: Manifest, store_config: StoreConfig | None = None, resources: Resources | None = None
-    ):
+    def __init__(self, path: Path, manifest: Manifest, store_config: StoreConfig | None = None,
+                 resources: Resources | None = None, held: int | None = None):
         self.path = path
         self.manifest = manifest
         self.store_config = store_config or StoreConfig()
         self._own_resources = resources is None
         self.resources = resources if resources is not None else Resources()
         self._keyword: dict[str, BM25Index] = {}
+        self._held = held  # the shared lock on the folder (open_index): released by close
 
     @cached_property
     def store(self) -> VectorStore:
@@ -52,7 +52,7 @@ class Index:
             return self
         view = copy.copy(self)
         view.__dict__ = {**self.__dict__, "store_config": store_config, "store": self.store.searched_with(store_config)}
-        view._own_resources = False  # closing is the index's own business
+        view._own_resources, view._held = False, None  # closing is the index's own business
         return view
 
     def open_store(self) -> float | None:
@@ -137,6 +137,8 @@ class Index:
             self.store.close()
         if self._own_resources:
             self.resources.close()
+        release(self._held)
+        self._held = None
 
 
 def _store_name(url: str | None) -> str:
@@ -147,9 +149,30 @@ def open_index(path: Path, store_config: StoreConfig | None = None, resources: R
                embedder: Embedder | None = None) -> Index:
     """The published index at `path`. With `resources`, one Index per folder and store is kept there (the
     same corpus in another workspace is another index); without, a new Index that owns its resources. With
-    `embedder`, an index whose vectors another embedder (or dimension) wrote is refused."""
-    manifest = read_manifest(path)
+    `embedder`, an index whose vectors another embedder (or dimension) wrote is refused. The Index holds a shared
+    lock on its folder until it is closed, so no update changes or renames that version meanwhile (an update in
+    progress is waited for: ragopt/index/build.py)."""
     store_config = store_config or StoreConfig()
+    if resources is None:
+        return _open(path, store_config, None, embedder)
+    key = ("index", os.path.abspath(path), store_config.url)
+    index = resources.get(key, lambda: _open(path, store_config, resources, embedder))
+    _check(index.manifest, path, store_config, embedder)  # one held before: checked for this caller too
+    return index
+
+
+def _open(path: Path, store_config: StoreConfig, resources: Resources | None, embedder: Embedder | None) -> Index:
+    held = lock(path / LOCK, shared=True)  # before reading: an update in progress finishes first
+    try:
+        manifest = read_manifest(path)
+        _check(manifest, path, store_config, embedder)
+    except BaseException:
+        release(held)
+        raise
+    return Index(path, manifest, store_config, resources, held)
+
+
+def _check(manifest: Manifest, path: Path, store_config: StoreConfig, embedder: Embedder | None) -> None:
     if embedder is not None and manifest.embedder_fingerprint != embedder.fingerprint:
         raise InputError(f"these vectors were written by the embedder {manifest.embedder_model} ({manifest.dim} dimensions, "
                          f"fingerprint {manifest.embedder_fingerprint}), not by {embedder.config.model} (fingerprint "
@@ -159,10 +182,6 @@ def open_index(path: Path, store_config: StoreConfig | None = None, resources: R
             f"this index keeps its vectors in {_store_name(manifest.store_url)}, not in {_store_name(store_config.url)}: "
             "use another --workspace for the other store", path=path,
         )
-    if resources is None:
-        return Index(path, manifest, store_config)
-    key = ("index", os.path.abspath(path), store_config.url)
-    return resources.get(key, lambda: Index(path, manifest, store_config, resources))
 
 
 def make_embedder(workspace: str | Path, config: EmbedderConfig | None = None, resources: Resources | None = None) -> Embedder:
