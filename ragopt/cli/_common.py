@@ -399,8 +399,12 @@ def answer_plan(args: argparse.Namespace, saved: Any, generator: tuple[str, str 
     config = from_flags(spec_for(kind).config, flags, **{name: value for name, (_, value) in given.items()}, generator=choice)
     stages = {kind: config.model_dump(mode="json", exclude_defaults=True) | {"generator": choice},
               **{k: v for k, (_, v) in (answer_stages or {}).items()}}
-    plan = PlanConfig(**retrieval_plan(args), stages=stages)
-    if not chunking_given(args) and (args.dataset or args.docs):
+    return PlanConfig(**retrieval_plan(args), stages=stages), None
+
+
+def default_chunker_note(args: argparse.Namespace, plan: Any, saved: Any) -> None:
+    """Says on stderr that the flags' plan cuts the documents with the default chunker. Called once every input is
+    checked, so that a bad flag or file stays one line."""
+    if saved is None and not chunking_given(args) and (args.dataset or args.docs):
         print(f"note: cutting the documents with the default chunker, {plan.chunker.label} (docs/chunking.md; "
               "--chunker and --chunk-size choose another)", file=sys.stderr)
-    return plan, None

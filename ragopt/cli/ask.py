@@ -97,6 +97,7 @@ def _plan(args: argparse.Namespace, saved):  # type: ignore[no-untyped-def]
     plan, saved = _common.answer_plan(args, saved, ("--extractive", "extractive" if args.extractive else None, "llama"), given,
                                       attribute)
     generate = plan.stage_config(kind_in_slot(GENERATE_SLOT))
+    _common.default_chunker_note(args, plan, saved)
     if not plan.generates():
         print("note: the plan generates nothing: printing the passages it retrieves", file=sys.stderr)
     return plan, generate.llama_config() if generate.generator == "llama" else None, saved

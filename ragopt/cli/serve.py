@@ -156,6 +156,7 @@ def run(args: argparse.Namespace) -> int:
     keys = load_api_keys(args.api_keys)
     tracing = _observe.tracing(args, "serve")
     check_reservations(keys, opts.settings.slots, args.api_keys)
+    _common.default_chunker_note(args, opts.plan, opts.saved)
     import uvicorn
 
     from ragopt.serve.app import create_app
