@@ -36,10 +36,10 @@ LANGCHAIN = [(200, 0), (400, 0), (400, 200), (800, 400), (250, 125)]
 EMBEDDER_READS = 254  # MiniLM's 256 positions less [CLS] and [SEP]
 # ragopt's scenarios: (id, chunker settings, retriever, small_to_big settings or None)
 RAGOPT: list[tuple[str, dict[str, Any], str, dict[str, Any] | None]] = [
-    (f"ragopt {chunker} {size}/0" + (f" {retriever}" if retriever != "dense" else "") + (f" + {window} {tokens}" if window else ""),
-     {"chunker": chunker, "size": size, **({"overlap": 0} if chunker != "semantic" else {"min_size": size // 4})}, retriever,
+    (f"ragopt {chunker} {size}/{overlap}" + (f" {retriever}" if retriever != "dense" else "") + (f" + {window} {tokens}" if window else ""),
+     {"chunker": chunker, "size": size, **({"overlap": overlap} if chunker != "semantic" else {"min_size": size // 4})}, retriever,
      {"window": window, "window_tokens": tokens} if window else None)
-    for chunker, size, retriever, window, tokens in [
+    for chunker, size, overlap, retriever, window, tokens in [(c, s, 0, r, w, t) for c, s, r, w, t in [
         ("tokens", 200, "dense", None, 0), ("tokens", 64, "dense", None, 0), ("tokens", 32, "dense", None, 0),
         ("tokens", 64, "dense", "chunks", 192), ("tokens", 64, "dense", "sentences", 128),
         ("tokens", 64, "dense", "sentences", 160), ("tokens", 64, "dense", "sentences", 192),
@@ -54,7 +54,8 @@ RAGOPT: list[tuple[str, dict[str, Any], str, dict[str, Any] | None]] = [
         ("tokens", 64, "bm25", "sentences", 256), ("tokens", 64, "hybrid", "sentences", 192),
         ("tokens", 64, "hybrid", "sentences", 256), ("tokens", 64, "hybrid", "sentences", 288),
         ("tokens", 32, "hybrid", "sentences", 224),
-    ]
+    ]] + [("tokens", 64, 32, "dense", "sentences", 256), ("tokens", 96, 0, "dense", "sentences", 256),
+          ("tokens", 64, 32, "hybrid", "sentences", 256)]
 ]
 
 
@@ -182,10 +183,10 @@ def run_one(name: str, data: dict[str, Any], embedder: Any, workspace: Path, k: 
     own = None
     if name.startswith("langchain"):
         size, overlap = map(int, name.split()[1].split("/"))
-        chunks, seconds = langchain_chunks(texts, size, overlap, count)
+        chunks, seconds = langchain_chunks(texts, size, overlap, data["cut_count"])
         runs = dense_top(chunks, texts, data["queries"], embedder, k)
     elif name.startswith("chonkie"):
-        chunks, seconds = chonkie_chunks(texts, name.split()[1], int(name.split()[2]), count, data["model_path"])
+        chunks, seconds = chonkie_chunks(texts, name.split()[1], int(name.split()[2]), data["cut_count"], data["model_path"])
         runs = dense_top(chunks, texts, data["queries"], embedder, k)
     else:
         _, chunker, retriever, widen = next(spec for spec in RAGOPT if spec[0] == name)
@@ -215,7 +216,9 @@ def load(dataset: str, workspace: Path) -> tuple[dict[str, Any], Any]:
     embedder = make_embedder(workspace, EmbedderConfig())
     data = {"evalset": evalset, "documents": evalset.documents, "texts": {d.id: d.text for d in evalset.documents},
             "queries": {q.query.id: q.query.text for q in evalset.queries}, "evidence": evidence, "count": counter.count,
-            "model_path": embedder.path}
+            # the chunkers' length function counts afresh: the counter remembers texts, which would time a later
+            # scenario's cut on the earlier ones' counts
+            "cut_count": lambda text: len(counter.tokenize(text)), "model_path": embedder.path}
     return data, embedder
 
 
