@@ -54,8 +54,9 @@ RAGOPT: list[tuple[str, dict[str, Any], str, dict[str, Any] | None]] = [
         ("tokens", 64, "bm25", "sentences", 256), ("tokens", 64, "hybrid", "sentences", 192),
         ("tokens", 64, "hybrid", "sentences", 256), ("tokens", 64, "hybrid", "sentences", 288),
         ("tokens", 32, "hybrid", "sentences", 224),
-    ]] + [("tokens", 64, 32, "dense", "sentences", 256), ("tokens", 96, 0, "dense", "sentences", 256),
-          ("tokens", 64, 32, "hybrid", "sentences", 256)]
+    ]] + [("tokens", 64, 32, "dense", "sentences", 256), ("tokens", 64, 32, "dense", "sentences", 320),
+          ("tokens", 96, 0, "dense", "sentences", 256), ("tokens", 64, 32, "hybrid", "sentences", 256),
+          ("tokens", 64, 32, "hybrid", "sentences", 320)]
 ]
 
 
