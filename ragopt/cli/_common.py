@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ragopt.cli._chunking import add_chunker_args, chunker_config, chunking_given
+from ragopt.cli._chunking import add_chunker_args, chunker_config
 from ragopt.cli._flags import from_flags
 from ragopt.config import (AUTO_EDGE_MIN_CHUNKS, EMBEDDER_RUNTIMES, STORE_ENGINES, BM25Config, EmbedderConfig, FusionConfig,
                            RetrievalConfig, StoreConfig)
@@ -364,47 +364,3 @@ def generator_flags(args: argparse.Namespace, **more: tuple[str, Any]) -> dict[s
     own (`n_gpu_layers=("--gpu-layers", args.gpu_layers)`). Flags left out keep the config's defaults."""
     given = {name: (flag, getattr(args, flag[2:].replace("-", "_"))) for name, flag in GENERATOR_FLAGS.items()}
     return {name: (flag, value) for name, (flag, value) in {**given, **more}.items() if value is not None}
-
-
-def answer_plan(args: argparse.Namespace, saved: Any, generator: tuple[str, str | None, str], given: dict[str, tuple[str, Any]],
-                answer_stages: dict[str, tuple[str | None, dict[str, Any]]] | None = None) -> tuple[Any, Any]:
-    """The plan `ask` and `serve` answer with, assembled by ragopt.plan as a sweep trial is: the saved plan (--from,
-    --plan) as it was measured, or the plan the flags describe (chunking, embedder, retrieval, and the generator
-    kind's config from `generator` = (flag, choice given or None, default choice) and the `given` settings;
-    `answer_stages`: kind -> (the flag that set it or None, its values)). A flag that would change a saved
-    plan is refused: what is served from a saved plan is what the sweep measured. The plan flags left out get their
-    defaults here (take_plan_flags), so this comes before anything else reads them. Without --from, --plan and any
-    flag that shapes the plan, the workspace's last sweep selection is the saved plan (ragopt.cli._last_sweep).
-    Returns (the plan, the saved plan it is or None)."""
-    plan_flags = take_plan_flags(args)
-    changing = [flag for flag, value in [generator[:2], *given.values()] if value is not None]
-    changing += [flag for flag, values in (answer_stages or {}).values() if flag]
-    changing += plan_flags
-    if saved is None and not changing and not (args.from_results or args.plan):
-        from ragopt.cli._last_sweep import last_sweep_plan
-
-        saved = last_sweep_plan(args)
-    if saved is not None:
-        if changing:
-            raise InputError("the plan (--from/--plan) decides this; it is served as it was measured: leave the flag out",
-                             field=changing[0])
-        return saved.plan, saved
-    from ragopt.plan import PlanConfig, kind_in_slot, spec_for
-    from ragopt.stages.spec import GENERATE_SLOT
-
-    kind = kind_in_slot(GENERATE_SLOT)
-    # a rule across fields (max_tokens below n_ctx) is blamed on the output budget's flag
-    flags = {name: flag for name, (flag, _) in given.items()} | {"generator": generator[0], "": "--max-tokens"}
-    choice = generator[1] or generator[2]
-    config = from_flags(spec_for(kind).config, flags, **{name: value for name, (_, value) in given.items()}, generator=choice)
-    stages = {kind: config.model_dump(mode="json", exclude_defaults=True) | {"generator": choice},
-              **{k: v for k, (_, v) in (answer_stages or {}).items()}}
-    return PlanConfig(**retrieval_plan(args), stages=stages), None
-
-
-def default_chunker_note(args: argparse.Namespace, plan: Any, saved: Any) -> None:
-    """Says on stderr that the flags' plan cuts the documents with the default chunker. Called once every input is
-    checked, so that a bad flag or file stays one line."""
-    if saved is None and not chunking_given(args) and (args.dataset or args.docs):
-        print(f"note: cutting the documents with the default chunker, {plan.chunker.label} (docs/chunking.md; "
-              "--chunker and --chunk-size choose another)", file=sys.stderr)

@@ -6,7 +6,7 @@ import argparse
 import sys
 import time
 
-from ragopt.cli import _common, _observe
+from ragopt.cli import _answer_plan, _common, _observe
 
 
 def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -84,7 +84,7 @@ def _route_cjk_question(args: argparse.Namespace, saved) -> None:  # type: ignor
 
 def _plan(args: argparse.Namespace, saved):  # type: ignore[no-untyped-def]
     """(plan, llama settings to load first or None, the saved plan it is or None): the saved plan as it was measured
-    (--from, --plan, or the last sweep's), or the flags' plan (see ragopt.cli._common.answer_plan), validated before
+    (--from, --plan, or the last sweep's), or the flags' plan (see ragopt.cli._answer_plan.answer_plan), validated before
     anything is read or loaded."""
     from ragopt.plan import kind_in_slot
     from ragopt.stages.spec import CITE_SLOT, GENERATE_SLOT
@@ -94,10 +94,9 @@ def _plan(args: argparse.Namespace, saved):  # type: ignore[no-untyped-def]
         kv_budget_bytes=("--kv-budget", _common.kv_budget(args)), citations=("--citations", args.citations),
         n_gpu_layers=("--gpu-layers", args.gpu_layers))
     attribute = {kind_in_slot(CITE_SLOT): ("--no-attribute" if args.no_attribute else None, {"enabled": not args.no_attribute})}
-    plan, saved = _common.answer_plan(args, saved, ("--extractive", "extractive" if args.extractive else None, "llama"), given,
+    plan, saved = _answer_plan.answer_plan(args, saved, ("--extractive", "extractive" if args.extractive else None, "llama"), given,
                                       attribute)
     generate = plan.stage_config(kind_in_slot(GENERATE_SLOT))
-    _common.default_chunker_note(args, plan, saved)
     if not plan.generates():
         print("note: the plan generates nothing: printing the passages it retrieves", file=sys.stderr)
     return plan, generate.llama_config() if generate.generator == "llama" else None, saved
@@ -129,6 +128,7 @@ def run(args: argparse.Namespace) -> int:
     if saved is None and documents is not None:
         retrieval = _common.choose_retriever(args, documents, args.top_k)  # may name the multilingual embedder
         plan = plan.model_copy(update={"retrieval": retrieval, "embedder": _common.embedder_config(args)})
+    _answer_plan.say_plan_notes(args)  # said before a saved plan's check: a refused last-sweep plan says where it came from
     resources = Resources()
     if saved is not None:
         check_saved(saved, documents if own else None,

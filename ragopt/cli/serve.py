@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from ragopt.cli import _common, _observe
+from ragopt.cli import _answer_plan, _common, _observe
 
 DEFAULT_SMALL_MAX_WORDS = 8  # --small-max-words when --small-model is given without it
 
@@ -94,7 +94,7 @@ def options(args: argparse.Namespace):  # type: ignore[no-untyped-def]
         raise InputError("--engine http and --backend-url (an OpenAI-compatible server's root) go together", field="--backend-url")
     saved = _common.saved_plan(args)
     given = _common.generator_flags(args, base_url=("--backend-url", args.backend_url), server_slots=("--parallel", args.parallel))
-    plan, saved = _common.answer_plan(args, saved, ("--engine", ENGINES.get(args.engine), "llama"), given)
+    plan, saved = _answer_plan.answer_plan(args, saved, ("--engine", ENGINES.get(args.engine), "llama"), given)
     budget = _common.kv_budget(args)
     price = _common.from_flags(PriceTable, {"input_per_1k": "--price-in", "output_per_1k": "--price-out", "hourly": "--price-hourly"},
                                input_per_1k=args.price_in, output_per_1k=args.price_out, hourly=args.price_hourly)
@@ -156,7 +156,7 @@ def run(args: argparse.Namespace) -> int:
     keys = load_api_keys(args.api_keys)
     tracing = _observe.tracing(args, "serve")
     check_reservations(keys, opts.settings.slots, args.api_keys)
-    _common.default_chunker_note(args, opts.plan, opts.saved)
+    _answer_plan.say_plan_notes(args)
     import uvicorn
 
     from ragopt.serve.app import create_app

@@ -1,4 +1,4 @@
-"""`ask` and `serve` without --from, --plan or a flag that shapes the plan (ragopt/cli/_last_sweep.py): the
+"""`ask` and `serve` without --from, --plan or a flag that shapes the plan (ragopt/cli/_answer_plan.py): the
 workspace's last sweep selection (runs/sweep/results.json) where there is one, else the measured default chunker
 (ANSWER_CHUNKER), not whole documents; each said on stderr."""
 
