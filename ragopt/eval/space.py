@@ -165,6 +165,7 @@ class SweepConfig(StrictModel):
         if self.holdout is not None and self.select_split is not None:
             raise ValueError("holdout is for sets without splits: give either holdout or select_split/report_split")
         self.store_configs()  # every swept store value, with the others: named before any work
+        self.embedder_configs()  # each swept model with the embedder's runtime
         return self
 
     def store_configs(self) -> list[StoreConfig | None]:
@@ -209,8 +210,10 @@ class SweepConfig(StrictModel):
         return chunker_grid(self.chunk_sizes, self.chunk_overlaps, self.chunkers, self.chunker)
 
     def embedder_configs(self) -> list[EmbedderConfig]:
+        """Each model of `embedders` with the sweep's embedder settings, each checked as a whole (onnx-int8 runs
+        MiniLM only: a copy without the check would run e5 and drop the runtime silently)."""
         models = self.embedders or [self.embedder.model]
-        return [self.embedder.model_copy(update={"model": m}) for m in models]
+        return [EmbedderConfig.model_validate(self.embedder.model_dump() | {"model": m}) for m in models]
 
     def retrieval_variants(self, k: int) -> list[RetrievalConfig]:
         variants = []

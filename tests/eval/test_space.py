@@ -28,7 +28,7 @@ def test_store_lists_sweep_the_store_with_one_shard_per_shape_and_the_pick_serve
     trials = {t.id: t for t in outcome.results.trials}
     assert set(trials) == set(ids)
     # exact, and one qdrant-edge shard per quantization: ef is searched on the same shard
-    assert len(list((tmp_path / "ws" / "indexes").iterdir())) == 3
+    assert len([p for p in (tmp_path / "ws" / "indexes").iterdir() if p.is_dir()]) == 3  # index folders, not their locks
     for t in trials.values():
         engine = t.params.model_dump()["store.engine"]
         assert t.plan["store"]["engine"] == engine and t.costs.model_dump()["vector_p50_ms"] > 0
