@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from typing import Any
 
 from ragopt.cli import _common, _observe
 
@@ -32,9 +33,9 @@ def run(args: argparse.Namespace) -> int:
     from ragopt.config import needs_vectors
     from ragopt.data import generated_note, load_evalset
     from ragopt.eval.metrics import mean
-    from ragopt.eval.runner import best_per_doc, chunk_depth, run_queries, write_contexts, write_trec
+    from ragopt.eval.runner import chunk_depth, run_queries
     from ragopt.eval.scoring import rank_scores
-    from ragopt.trace import percentiles, write_jsonl
+    from ragopt.trace import percentiles
 
     _common.validate_retrieval_flags(args)
     _common.output_file(args.save_run, "--save-run")
@@ -55,15 +56,7 @@ def run(args: argparse.Namespace) -> int:
     # a query's latency is the sum of its stages' spans, as in a sweep (ragopt.eval.executor)
     summary = {"total": percentiles(r.ms for r in runs), **{s: percentiles(r.stage_ms[s] for r in runs if s in r.stage_ms) for s in stages}}
     tag = f"ragopt-{config.retriever}" + (f"-{config.fusion.method}" if config.retriever == "hybrid" else "")
-    if args.save_run:
-        write_trec(args.save_run, tag, (
-            (r.query_id, best_per_doc(((doc, score) for _, doc, _, _, score in r.ranking), DOCS_PER_QUERY)) for r in runs))
-    if args.save_contexts:
-        write_contexts(args.save_contexts, ((r.query_id, r.ranking) for r in runs))
-    if args.traces:
-        write_jsonl((r.trace for r in runs), args.traces)
-    if tracing is not None:
-        _observe.export_queries(tracing, [r.trace for r in runs], "eval", {q.query.id: q.query.text for q in evalset.queries})
+    _write_outputs(args, runs, tag, tracing, evalset)
     out = {
         "dataset": evalset.name,
         "generated": generated_note(evalset.source),
@@ -80,7 +73,29 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(out))
         return 0
-    print(f"{evalset.name}  retriever={tag}  chunks={out['chunker']}  queries={len(runs)}")
+    _print_table(out, tag, spans)
+    return 0
+
+
+def _write_outputs(args: argparse.Namespace, runs: list, tag: str, tracing: Any, evalset: Any) -> None:
+    """The files and traces the flags ask for: --save-run (TREC), --save-contexts, --traces, OTLP export."""
+    from ragopt.eval.runner import best_per_doc, write_contexts, write_trec
+    from ragopt.trace import write_jsonl
+
+    if args.save_run:
+        write_trec(args.save_run, tag, (
+            (r.query_id, best_per_doc(((doc, score) for _, doc, _, _, score in r.ranking), DOCS_PER_QUERY)) for r in runs))
+    if args.save_contexts:
+        write_contexts(args.save_contexts, ((r.query_id, r.ranking) for r in runs))
+    if args.traces:
+        write_jsonl((r.trace for r in runs), args.traces)
+    if tracing is not None:
+        _observe.export_queries(tracing, [r.trace for r in runs], "eval", {q.query.id: q.query.text for q in evalset.queries})
+
+
+def _print_table(out: dict[str, Any], tag: str, spans: bool) -> None:
+    metrics = out["metrics"]
+    print(f"{out['dataset']}  retriever={tag}  chunks={out['chunker']}  queries={out['n_queries']}")
     if out["generated"]:
         print(f"  figures from a generated set: {out['generated']}")
     print("  " + "  ".join(f"{m:>10}" for m in METRICS))
@@ -92,4 +107,3 @@ def run(args: argparse.Namespace) -> int:
     print(f"  context tokens (fitted prompt, mean): {out['context_tokens']:.0f}")
     for name, s in out["stages_ms"].items():
         print(f"    {name:<8} p50 {s['p50']:.2f} ms  p95 {s['p95']:.2f} ms  p99 {s['p99']:.2f} ms")
-    return 0

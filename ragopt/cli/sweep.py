@@ -312,14 +312,27 @@ def _print_selection(results) -> int:  # type: ignore[no-untyped-def]
     return code
 
 
+def _print_results(results) -> None:  # type: ignore[no-untyped-def]
+    """The objective, the gates and the key columns of the trials (the rest: results.csv, summary.md, report.html)."""
+    from ragopt.eval.race import race_lines
+    from ragopt.eval.report_terminal import TABLE_ROWS, table_lines
+
+    if results.dataset.generated:
+        print(f"figures from a generated set: {results.dataset.generated}")
+    _say(f"objective: {results.objective}")
+    print(f"gates: {', '.join(results.gates) or '(none)'}")
+    more = len(results.trials) - TABLE_ROWS
+    hidden = [f"  ... {more} more {'trial' if more == 1 else 'trials'} in results.csv"] if more > 0 else []
+    for line in [*table_lines(results), *hidden, *judge_lines(results), *(race_lines(results.race) if results.race else [])]:
+        print(line)
+
+
 def run(args: argparse.Namespace) -> int:
     import sys
 
     from ragopt.config import needs_vectors
     from ragopt.eval.bootstrap import compare_to_baseline
-    from ragopt.eval.race import race_lines
     from ragopt.eval.report import write_outputs
-    from ragopt.eval.report_terminal import TABLE_ROWS, table_lines
     from ragopt.eval.results import SweepResults
     from ragopt.eval.sweep import confirm, run_sweep
     from ragopt.backends.embeddings import language_warning
@@ -365,14 +378,7 @@ def run(args: argparse.Namespace) -> int:
 
     print(f"{evalset.name}: {len(evalset.documents)} documents, {len(evalset.queries)} queries, "
           f"{len(results.trials)} trials in {outcome.seconds:.1f} s")
-    if results.dataset.generated:
-        print(f"figures from a generated set: {results.dataset.generated}")
-    _say(f"objective: {results.objective}")
-    print(f"gates: {', '.join(results.gates) or '(none)'}")
-    more = len(results.trials) - TABLE_ROWS
-    hidden = [f"  ... {more} more {'trial' if more == 1 else 'trials'} in results.csv"] if more > 0 else []
-    for line in [*table_lines(results), *hidden, *judge_lines(results), *(race_lines(results.race) if results.race else [])]:
-        print(line)
+    _print_results(results)
     _say(f"outputs in {out}: {', '.join(p.name for p in paths.values())}")
     if mlflow is not None:
         _observe.log_sweep(mlflow, results, paths)
