@@ -38,14 +38,15 @@ class BuildReport:
     updated: tuple[int, int] | None = None  # an update in place of the previous version: (points removed, added)
 
     def reach_warning(self, embedder: Embedder) -> str | None:
-        """One line when some chunks are longer than the embedder reads and it embeds their beginning only."""
+        """A warning (a line, and an indented line on what to do) when some chunks are longer than the embedder
+        reads and it embeds their beginning only. Two lines so that a terminal of 120 columns shows it whole."""
         share = self.index.manifest.embedder_cut
         if not share or embedder.config.long_chunks != "truncate":
             return None
         m = self.index.manifest
         return (f"warning: {share:.0%} of the {m.n_chunks:,} chunks ({m.chunker.label}) are longer than the embedder "
-                f"{m.embedder_model} reads ({embedder.reach} word pieces): it embeds their beginning only; smaller "
-                "chunks fit, or embedder.long_chunks = \"mean\" (--long-chunks mean) embeds the mean of their windows")
+                f"{m.embedder_model} reads ({embedder.reach} word pieces):\n    only their beginning is embedded; smaller "
+                "chunks fit, or --long-chunks mean embeds their windows' mean")
 
 
 def build_index(
