@@ -118,7 +118,7 @@ def measure(name: str, evalset: Any, retrieval: Any, variants: dict[str, dict[st
     queries = [q for q in evalset.queries if q.evidence]
     docs = evalset.doc_map()
     say(f"{evalset.name}: {len(queries)} queries with gold spans; {retrieval.retriever} top-10; tokens by {counter.name}")
-    index = build_index(evalset.documents, ChunkerConfig(mode="whole"), embedder, workspace,
+    index = build_index(evalset.documents, ChunkerConfig(chunker="whole"), embedder, workspace,
                         dense=needs_vectors(retrieval.retriever)).index
     pipeline = Pipeline(retrieval_stages(index, embedder, retrieval))
     contexts = [r.hits for r in pipeline.run_many([q.query for q in queries], progress=True)]

@@ -113,7 +113,7 @@ def main() -> int:
             texts, batch_size=args.batch_size, normalize_embeddings=True, convert_to_numpy=True, show_progress_bar=False))
         print(f"[bench_indexing] raw encode: {raw_s:.1f} s", file=sys.stderr)
 
-        report, ragopt_s, ragopt_cpu = timed(lambda: build_index(docs, ChunkerConfig(mode="whole"), embedder, ws, progress=False))
+        report, ragopt_s, ragopt_cpu = timed(lambda: build_index(docs, ChunkerConfig(chunker="whole"), embedder, ws, progress=False))
         print(f"[bench_indexing] ragopt build_index: {ragopt_s:.1f} s", file=sys.stderr)
         assert report.embedded == len(texts), "the fresh workspace should have embedded every text"
         vectors = np.asarray(np.load(report.index.path / "vectors" / "vectors.npy"))

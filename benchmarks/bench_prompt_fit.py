@@ -36,7 +36,7 @@ def shipped_cases(chunk_size: int | None, top_k: int) -> list[tuple[Any, list[An
 
     folder = shipped_dataset()
     evalset = load_evalset(folder)
-    chunker = Chunker(ChunkerConfig(mode="whole") if chunk_size is None else ChunkerConfig(mode="tokens", size=chunk_size, overlap=16))
+    chunker = Chunker(ChunkerConfig(chunker="whole") if chunk_size is None else ChunkerConfig(chunker="tokens", size=chunk_size, overlap=16))
     chunks = chunker.chunk_all(evalset.documents)
     bm25 = BM25Index([c.indexed_text for c in chunks], BM25Config())
     cases = []

@@ -136,7 +136,7 @@ def embedder_rows(name: str, evalset: EvalSet, depths: list[int], args: argparse
     label = "base" if name == "base" else Path(name).name
     embedder = make_embedder(args.workspace, EmbedderConfig() if name == "base" else EmbedderConfig(model=name))
     t0 = time.perf_counter()
-    report = build_index(evalset.documents, ChunkerConfig(mode="whole"), embedder, args.workspace)
+    report = build_index(evalset.documents, ChunkerConfig(chunker="whole"), embedder, args.workspace)
     notes[f"{label}.index_s"] = round(time.perf_counter() - t0, 1)
     rows, base = retrieval_rows(label, evalset, report.index, embedder, args.no_dense)
     if not args.no_maxsim:

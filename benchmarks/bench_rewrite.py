@@ -159,7 +159,7 @@ def main() -> int:
     counts = {g: sum(group == g for group, _ in queries) for g in GROUPS}
     ws = workspace_dir(args.workspace)
     embedder = make_embedder(ws, EmbedderConfig(threads=1))
-    index = build_index(evalset.documents, ChunkerConfig(mode="tokens", size=64, overlap=16), embedder, ws,
+    index = build_index(evalset.documents, ChunkerConfig(chunker="tokens", size=64, overlap=16), embedder, ws,
                         progress=not args.json).index
     depth = chunk_depth(index, K)
     retrieval = retrieval_stages(index, embedder, RetrievalConfig(retriever="hybrid", top_k=depth))

@@ -185,7 +185,7 @@ def main() -> int:
         queries = [queries[int(i * step)] for i in range(args.questions)]
     ws = workspace_dir(args.workspace)
     embedder = make_embedder(ws, EmbedderConfig(threads=1))
-    index = build_index(evalset.documents, ChunkerConfig(mode="tokens", size=64, overlap=16), embedder, ws, progress=not args.json).index
+    index = build_index(evalset.documents, ChunkerConfig(chunker="tokens", size=64, overlap=16), embedder, ws, progress=not args.json).index
     retrieval = Pipeline(retrieval_stages(index, embedder, RetrievalConfig(retriever="hybrid", top_k=5)))
     resources = Resources()
     base = GeneratorConfig(model=str(resolve_model(args.model)), n_ctx=2048, max_tokens=args.max_tokens,

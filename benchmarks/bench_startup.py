@@ -51,8 +51,8 @@ def bench_index(docs: int) -> dict[str, float]:
 
     documents = load_evalset(ROOT.parent / "shared" / "data" / "scifact").documents[:docs]
     with tempfile.TemporaryDirectory() as ws:
-        cold = build_index(documents, ChunkerConfig(mode="whole"), make_embedder(ws), Path(ws), progress=False)
-        warm = build_index(documents, ChunkerConfig(mode="whole"), make_embedder(ws), Path(ws), progress=False)
+        cold = build_index(documents, ChunkerConfig(chunker="whole"), make_embedder(ws), Path(ws), progress=False)
+        warm = build_index(documents, ChunkerConfig(chunker="whole"), make_embedder(ws), Path(ws), progress=False)
     return {"docs": docs, "cold_s": cold.seconds, "warm_s": warm.seconds, "warm_over_cold": warm.seconds / cold.seconds,
             "warm_embedded": warm.embedded}
 

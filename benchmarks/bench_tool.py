@@ -79,7 +79,7 @@ def scenario(name: str, url: str, args: argparse.Namespace, documents: list[Any]
     from ragopt.plan import PlanConfig, open_plan
     from ragopt.resources import Resources
 
-    plan = PlanConfig(chunker=ChunkerConfig(mode="tokens", size=64, overlap=16), retrieval=RetrievalConfig(retriever="bm25", top_k=5),
+    plan = PlanConfig(chunker=ChunkerConfig(chunker="tokens", size=64, overlap=16), retrieval=RetrievalConfig(retriever="bm25", top_k=5),
                       stages={"generate": {"generator": "extractive"},
                               "tool": {"call": "always", "url": url, "result_schema": json.dumps(SCHEMA),
                                        "timeout_s": args.timeout_s, "breaker_failures": args.breaker_failures}})

@@ -261,7 +261,7 @@ def embed_scifact(args: argparse.Namespace) -> tuple[str, np.ndarray, np.ndarray
     ws = workspace_dir(args.workspace)
     embedder = make_embedder(ws, EmbedderConfig(threads=1))
     log(f"embedding {len(evalset.documents)} SciFact passages (cached after the first run) ...")
-    index = build_index(evalset.documents, ChunkerConfig(mode="whole"), embedder, ws, progress=not args.json,
+    index = build_index(evalset.documents, ChunkerConfig(chunker="whole"), embedder, ws, progress=not args.json,
                         store_config=StoreConfig(engine="exact")).index
     real = np.asarray(np.load(index.path / "vectors" / "vectors.npy"))
     real = real[np.argsort(np.load(index.path / "vectors" / "positions.npy"))]  # back to chunk order

@@ -167,7 +167,7 @@ def generate_step(args: argparse.Namespace) -> dict[str, Any]:
 
     evalset, queries = shipped_questions(args.questions)
     embedder = make_embedder(args.workspace, EmbedderConfig(threads=1))
-    index = build_index(evalset.documents, ChunkerConfig(mode="tokens", size=64, overlap=16), embedder, args.workspace, progress=False).index
+    index = build_index(evalset.documents, ChunkerConfig(chunker="tokens", size=64, overlap=16), embedder, args.workspace, progress=False).index
     retrieval = Pipeline(retrieval_stages(index, embedder, RetrievalConfig(retriever="bm25", top_k=5)))
     resources = Resources()
     layers = gpu_layers(None)

@@ -25,7 +25,7 @@ docs = [
 
 workspace = Path(".ragopt")
 embedder = make_embedder(workspace)
-index = build_index(docs, ChunkerConfig(mode="tokens", size=64, overlap=8), embedder, workspace).index
+index = build_index(docs, ChunkerConfig(chunker="tokens", size=64, overlap=8), embedder, workspace).index
 
 generator = LlamaGenerator(max_tokens=64)
 pipeline = Pipeline([
