@@ -6,7 +6,7 @@ import argparse
 from typing import Any
 
 from ragopt.cli._flags import from_flags
-from ragopt.config import CHUNKERS, HEADERS, ChunkerConfig
+from ragopt.config import CHUNKERS, HEADERS, ChunkerConfig, chunker_knobs
 from ragopt.errors import InputError
 
 
@@ -49,6 +49,9 @@ def chunker_config(args: argparse.Namespace, default: ChunkerConfig | None = Non
         knob, sep, raw = assignment.partition("=")
         if not (sep and knob and raw):
             raise InputError(f"expected KNOB=VALUE, got {assignment!r}", field="--chunker-set")
+        if knob not in ChunkerConfig.model_fields:  # pydantic would say only "Extra inputs are not permitted"
+            raise InputError(f"unknown knob {knob!r} of the {name} chunker (its knobs: "
+                             f"{', '.join(chunker_knobs(name)) or 'none'}), got {raw!r}", field="--chunker-set")
         values[knob], flags[knob] = raw, "--chunker-set"
     given = {"size": args.chunk_size, "overlap": args.chunk_overlap or None, "headers": args.chunk_headers}
     values.update({k: v for k, v in given.items() if v is not None})
