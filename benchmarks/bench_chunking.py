@@ -57,6 +57,17 @@ RAGOPT: list[tuple[str, dict[str, Any], str, dict[str, Any] | None]] = [
     ]] + [("tokens", 64, 32, "dense", "sentences", 256), ("tokens", 64, 32, "dense", "sentences", 320),
           ("tokens", 96, 0, "dense", "sentences", 256), ("tokens", 64, 32, "hybrid", "sentences", 256),
           ("tokens", 64, 32, "hybrid", "sentences", 320)]
+] + [  # windows that follow the query: a sentence joins where its cosine to the query reaches the threshold
+    (f"ragopt tokens 64/0{'' if retriever == 'dense' else ' ' + retriever} + query sentences up to {tokens} "
+     f"(cos>={low}, gap {gap}{', hit trimmed' if trim else ''})",
+     {"chunker": "tokens", "size": 64, "overlap": 0}, retriever,
+     {"window": "sentences", "window_tokens": tokens, "min_query_similarity": low, "max_gap_sentences": gap,
+      "trim_hits": trim})
+    for retriever, tokens, low, gap, trim in [
+        ("dense", 256, 0.3, 1, True), ("dense", 256, 0.36, 2, True), ("dense", 192, 0.3, 1, True),
+        ("dense", 320, 0.25, 3, False), ("dense", 448, 0.25, 2, False), ("dense", 448, 0.2, 3, False),
+        ("hybrid", 256, 0.3, 1, True), ("hybrid", 320, 0.25, 3, False), ("hybrid", 448, 0.25, 2, False),
+        ("hybrid", 448, 0.2, 3, False)]
 ]
 
 

@@ -112,3 +112,80 @@ def test_the_plan_builds_it_over_a_real_index(tmp_path: Path) -> None:
     (hit,) = pipeline.run(Query(text="Alpha5")).state.hits
     assert hit.chunk.doc_id == "d" and SENTENCES[5] in hit.chunk.text and hit.chunk.text == TEXT[hit.chunk.start:hit.chunk.end]
     assert len(hit.chunk.text.split()) > 4  # widened beyond its one-sentence chunk
+
+
+# a window that follows the query: Nightingale's statistics, with two sentences about the harbour in between
+STORY = ["Florence Nightingale kept mortality statistics at the Scutari hospital.",
+         "Her statistics showed that most soldiers died of infections, not of their wounds.",
+         "The harbour at Balaklava froze in the winter.",
+         "Supply ships waited offshore for weeks.",
+         "Her polar area diagrams of the death rates persuaded Parliament to reform army hospitals.",
+         "Sanitary reform cut the death rate at the hospital."]
+STORY_TEXT = " ".join(STORY)
+QUESTION = "How did Nightingale's mortality statistics change army hospitals?"
+
+
+def _story_run(tmp_path: Path, config: SmallToBigConfig, hit_sentences: tuple[int, int]) -> str:
+    from ragopt.config import EmbedderConfig
+    from ragopt.index import make_embedder
+
+    embedder = make_embedder(tmp_path / "ws", EmbedderConfig())
+    starts = [STORY_TEXT.index(s) for s in STORY]
+    first, last = hit_sentences  # one chunk for them, one for each other sentence
+    start, end = starts[first], starts[last] + len(STORY[last])
+    hit_chunk = Chunk(id="h", doc_id="d", start=start, end=end, text=STORY_TEXT[start:end])
+    chunks = [Chunk(id=f"s{i}", doc_id="d", start=starts[i], end=starts[i] + len(s), text=s)
+              for i, s in enumerate(STORY) if not first <= i <= last] + [hit_chunk]
+    hit = Hit(chunk=hit_chunk, score=1.0, rank=1, retriever="bm25")
+    stage = SmallToBig(config, Layout(chunks), _words, index_id="i", counter_id="words", max_chars=None, embedder=embedder)
+    (out,) = stage.run(RequestState(query=Query(text=QUESTION), hits=[hit])).hits  # no query vector: the stage embeds it
+    assert out.chunk.text == STORY_TEXT[out.chunk.start:out.chunk.end]
+    return out.chunk.text
+
+
+def _story_threshold(tmp_path: Path) -> float:
+    """A cosine between the harbour sentences' and the others' (checked apart: the data must hold the premise)."""
+    from ragopt.config import EmbedderConfig
+    from ragopt.index import make_embedder
+
+    embedder = make_embedder(tmp_path / "ws", EmbedderConfig())
+    query = embedder.encode([QUESTION], role="query").vectors[0]
+    cosines = embedder.encode(STORY).vectors @ query
+    relevant, harbour = [cosines[i] for i in (0, 1, 4, 5)], [cosines[i] for i in (2, 3)]
+    assert min(relevant) > max(harbour), cosines
+    return float(min(relevant) + max(harbour)) / 2
+
+
+def test_a_window_that_follows_the_query_stops_at_unrelated_sentences_or_steps_over_them(tmp_path: Path) -> None:
+    low = _story_threshold(tmp_path)
+    by_size = _story_run(tmp_path, SmallToBigConfig(window="sentences", window_tokens=200), (1, 1))
+    assert by_size == STORY_TEXT  # by size alone, the harbour comes in
+    no_gap = SmallToBigConfig(window="sentences", window_tokens=200, min_query_similarity=low, max_gap_sentences=0)
+    assert _story_run(tmp_path, no_gap, (1, 1)) == " ".join(STORY[0:2])
+    two = no_gap.model_copy(update={"max_gap_sentences": 2})  # two below the threshold, then diagrams and reform
+    assert _story_run(tmp_path, two, (1, 1)) == STORY_TEXT
+    one = no_gap.model_copy(update={"max_gap_sentences": 1})  # one is not enough to step over both
+    assert _story_run(tmp_path, one, (1, 1)) == " ".join(STORY[0:2])
+    # the hit's own edge sentences below the threshold are trimmed (its best kept), then it grows by the query
+    trimmed = no_gap.model_copy(update={"trim_hits": True})
+    assert _story_run(tmp_path, trimmed, (2, 4)) == " ".join(STORY[4:6])
+    kept = no_gap.model_copy(update={"trim_hits": False})
+    assert _story_run(tmp_path, kept, (2, 4)) == STORY_TEXT  # untrimmed, it touches the statistics before it
+    for bad in ({"min_query_similarity": 1.5}, {"max_gap_sentences": -1}):
+        with pytest.raises(ValueError):
+            SmallToBigConfig(window="sentences", **bad)
+
+
+def test_the_plan_hands_the_query_following_window_its_embedder(tmp_path: Path) -> None:
+    from ragopt.plan import open_plan
+
+    low = _story_threshold(tmp_path)
+    docs = [Document(id="d", text=STORY_TEXT), Document(id="e", text="Omega sigma tau. " * 3)]
+    for retriever in ("dense", "bm25"):  # with and without the embedding stage's query vector
+        plan = PlanConfig(chunker=ChunkerConfig(chunker="tokens", size=16, overlap=0),
+                          retrieval=RetrievalConfig(retriever=retriever, top_k=1),
+                          stages={"small_to_big": {"window": "sentences", "window_tokens": 200, "min_query_similarity": low,
+                                                   "max_gap_sentences": 0}, "prompt": {}})
+        pipeline, _ = open_plan(plan, docs, tmp_path / "ws", progress=False)
+        (hit,) = pipeline.run(Query(text=QUESTION)).state.hits
+        assert STORY[2] not in hit.chunk.text and (STORY[1] in hit.chunk.text or STORY[4] in hit.chunk.text), hit.chunk.text
