@@ -19,7 +19,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Literal, Sequence
+from typing import Any, Callable, Iterable, Iterator, Literal, Sequence
 
 import numpy as np
 
@@ -182,6 +182,8 @@ class Embedder:
         self.resources = resources if resources is not None else Resources()
         # e5 embeds about 10 long passages/s on 2 cores: save (and show progress) more often
         self.save_every = 64 if self.config.model == MULTILINGUAL_E5 else 1024
+        # where the blocks of texts to embed go: None, this process; Ray tasks (ragopt/backends/ray_embedding.py)
+        self.remote: Callable[[Iterable[list[str]], Role], Iterator[np.ndarray]] | None = None
 
     @cached_property
     def path(self) -> str:
@@ -319,6 +321,11 @@ class Embedder:
             vectors /= np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
         return vectors.astype(np.float32)
 
+    def embed_block(self, texts: list[str], role: Role = "passage") -> np.ndarray:
+        """The vectors of `texts`, in their order, embedded in this process with the configured threads (no cache)."""
+        with self._threads():
+            return self._embed(texts, role)
+
     def _encode(self, texts: list[str]) -> np.ndarray:
         if self.int8:
             return np.concatenate([self.model.embed(texts[b : b + self.config.batch_size], self.config.normalize)
@@ -363,11 +370,11 @@ class Embedder:
         missing = sorted(missing, key=lambda i: -len(texts[i]))
         batch = self.config.batch_size
         block = max(batch, self.save_every // batch * batch)
+        blocks = [missing[b : b + block] for b in range(0, len(missing), block)]
+        embed = self.remote or (lambda todo, role: (self.embed_block(t, role) for t in todo))
         from ragopt.progress import progress_bar
 
-        with progress_bar(total=len(missing), desc="embedding", unit="text", disable=not progress, leave=False) as bar, self._threads():
-            for b in range(0, len(missing), block):
-                idx = missing[b : b + block]
-                out = self._embed([texts[i] for i in idx], role)
+        with progress_bar(total=len(missing), desc="embedding", unit="text", disable=not progress, leave=False) as bar:
+            for idx, out in zip(blocks, embed(([texts[i] for i in idx] for idx in blocks), role)):
                 bar.update(len(idx))
                 yield from zip(idx, out)

@@ -251,18 +251,24 @@ def workspace(args: argparse.Namespace) -> Path:
     return workspace_dir(args.workspace)
 
 
-def build(args: argparse.Namespace, documents: list[Document], progress: bool = True, dense: bool = True):  # type: ignore[no-untyped-def]
-    """Build or reuse the index of `documents` for the chunking flags (without vectors unless `dense`); say
-    what happened on stderr."""
+def build(args: argparse.Namespace, documents: list[Document], progress: bool = True, dense: bool = True,  # type: ignore[no-untyped-def]
+          ray: Any = None):
+    """Build or reuse the index of `documents` for the chunking flags (without vectors unless `dense`; with a
+    connected `ray`, the texts embedded as Ray tasks); say what happened on stderr."""
+    from contextlib import nullcontext
+
     from ragopt.index import build_index, make_embedder
     from ragopt.backends.embeddings import language_warning
+    from ragopt.backends.ray_embedding import embedding_on_ray
 
     ws = workspace(args)
     embedder = make_embedder(ws, embedder_config(args))
     warning = language_warning([embedder.config.model], (d.text for d in documents)) if dense else None
     if warning:
         print(warning, file=sys.stderr)
-    report = build_index(documents, chunker_config(args), embedder, ws, store_config=store_config(args), progress=progress, dense=dense)
+    with embedding_on_ray(ray, embedder) if ray is not None else nullcontext() as on_ray:
+        report = build_index(documents, chunker_config(args), embedder, ws, store_config=store_config(args),
+                             progress=progress, dense=dense)
     m = report.index.manifest
     state = "reused existing index" if report.reused else f"built index ({report.seconds:.1f} s)"
     if report.updated is not None:
@@ -273,7 +279,8 @@ def build(args: argparse.Namespace, documents: list[Document], progress: bool = 
     opened = report.index.open_store() if dense else None
     print(
         f"{state} {m.id}: {m.n_documents} documents, {m.n_chunks} chunks ({m.chunker.label}) in {m.store}; "
-        f"embedded {report.embedded} texts, {report.cache_hits} from cache"
+        f"embedded {report.embedded} texts{f' ({on_ray.summary()})' if on_ray is not None and on_ray.tasks else ''}, "
+        f"{report.cache_hits} from cache"
         + (f"; shard opened in {opened:.3f} s" if opened is not None else ""),
         file=sys.stderr,
     )

@@ -48,7 +48,7 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
                         "Every Ray worker must read and write the workspace at the same path: on a cluster, "
                         "`ragopt --workspace DIR` on a shared file system (vectors may go to a Qdrant server: "
                         "[store] url)")
-    p.add_argument("--address", metavar="ADDR",
+    p.add_argument("--address", "--ray-address", dest="address", metavar="ADDR",
                    help="with --executor ray: the Ray cluster, e.g. ray://HEAD:10001, or auto on a node of one started "
                         "with `ray start` (default: a new local Ray instance)")
     race = p.add_mutually_exclusive_group()
@@ -91,7 +91,7 @@ def load_config(args: argparse.Namespace):  # type: ignore[no-untyped-def]
     except InputError as exc:
         raise InputError(exc.message, field=flags.get("race", "race"), path=None if "race" in flags else source) from None
     if config.executor == "ray":
-        from ragopt.eval.ray_executor import require_ray
+        from ragopt.backends.ray_cluster import require_ray
 
         require_ray(field=flags.get("executor", "executor"), path=None if "executor" in flags else source)
     return config

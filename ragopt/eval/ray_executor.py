@@ -1,7 +1,8 @@
 """Sweep trials as Ray tasks: `ragopt sweep --executor ray [--address ADDR]` (pip install 'ragopt[ray]').
 
 The driver (the `ragopt sweep` process) builds or reuses every index of the sweep in the workspace first, so
-no two tasks build the same one, then sends the trials to Ray. A task opens its own `Resources` and
+no two tasks build the same one (the texts embedded as Ray tasks: ragopt/backends/ray_embedding.py), then sends
+the trials to Ray. A task opens its own `Resources` and
 `TrialRunner` over the same workspace and runs its trials with the local executor's code
 (`TrialRunner.run`, `score_trial`); it returns each `Trial` with its per-query latencies, the generations its
 answers made (counted as the local executor counts them) and, when run files are wanted, its rankings. The
@@ -28,7 +29,6 @@ version of ragopt's code than the driver's (`code_fingerprint`), since cached ou
 
 from __future__ import annotations
 
-import importlib.util
 import math
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -36,13 +36,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ragopt.backends.ray_cluster import ray_session, require_ray
 from ragopt.data import EvalSet
 from ragopt.errors import InputError
 from ragopt.eval.results import Generations, Trial
 from ragopt.eval.space import SweepConfig
 from ragopt.plan import PlanConfig
-
-INSTALL = "pip install 'ragopt[ray]'"
 
 
 @dataclass
@@ -56,33 +55,6 @@ class TrialDone:
 
 
 Record = Callable[[str, PlanConfig, Trial, list[float], Any, Generations], Trial]
-
-
-def require_ray(field: str = "executor", path: str | None = None) -> None:
-    """Before any work: the Ray executor needs ray installed."""
-    if importlib.util.find_spec("ray") is None:
-        raise InputError(f"the Ray executor needs ray: {INSTALL}", path=path, field=field)
-
-
-@contextmanager
-def ray_session(address: str | None, num_cpus: int | None = None) -> Iterator[Any]:
-    """A connected `ray` module: the session already open in this process (left open), else one started
-    here and shut down on the way out: the cluster at `address` (e.g. ray://HEAD:10001, or "auto" for the
-    one `ray start` runs on this machine), or without one, always a new local instance (never a cluster
-    left behind in /tmp/ray by an earlier `ray start`, which plain `ray.init()` would join)."""
-    import ray
-
-    if ray.is_initialized():
-        yield ray
-        return
-    if address:
-        ray.init(address=address, log_to_driver=False)
-    else:
-        ray.init(address="local", num_cpus=num_cpus, include_dashboard=False, log_to_driver=False)
-    try:
-        yield ray
-    finally:
-        ray.shutdown()
 
 
 def run_trials(evalset: EvalSet, config: SweepConfig, workspace: str, names: list[str], keep: set[str],
@@ -129,6 +101,16 @@ def grid_tasks(plans: Sequence[tuple[str, PlanConfig]], cpus: int) -> list[list[
     return tasks
 
 
+def build_indexes(ray: Any, runner: Any, plans: Sequence[tuple[str, PlanConfig]]) -> None:
+    """Every index of the sweep built (or reused) here, once, before any task opens it, the texts it embeds
+    embedded as Ray tasks (ragopt/backends/ray_embedding.py) and written by this process."""
+    from ragopt.backends.ray_embedding import embedding_on_ray
+
+    for _, plan in plans:
+        with embedding_on_ray(ray, runner.embedder(plan)):
+            runner.index(plan)
+
+
 def run_on_ray(plans: list[tuple[str, PlanConfig]], runner: Any, config: SweepConfig, names: list[str],
                keep: set[str], gates: Sequence[Any], record: Record, *, max_trials: int, rankings: bool,
                progress: bool) -> None:
@@ -140,11 +122,11 @@ def run_on_ray(plans: list[tuple[str, PlanConfig]], runner: Any, config: SweepCo
     from ragopt.eval.search import optuna_search
 
     require_ray()
-    for _, plan in plans:  # build (or reuse) every index here, once, before any task opens it
-        runner.index(plan)
     workspace = str(Path(runner.workspace).resolve())
     with ray_session(config.ray_address) as ray:
         from ray.exceptions import RayTaskError
+
+        build_indexes(ray, runner, plans)
 
         task = ray.remote(num_cpus=1)(run_trials)
         shared = [ray.put(runner.evalset), ray.put(config), workspace, names, keep]
@@ -211,11 +193,11 @@ def race_batches(runner: Any, config: SweepConfig, plans: Sequence[tuple[str, Pl
     from ragopt.eval.executor import code_fingerprint
 
     require_ray()
-    for _, plan in plans:
-        runner.index(plan)
     workspace = str(Path(runner.workspace).resolve())
     with ray_session(config.ray_address) as ray:
         from ray.exceptions import RayTaskError
+
+        build_indexes(ray, runner, plans)
 
         task = ray.remote(num_cpus=1)(run_outcomes)
         shared = [ray.put(runner.evalset), ray.put(config), workspace]

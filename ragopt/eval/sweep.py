@@ -71,7 +71,7 @@ def _check_before_work(evalset: EvalSet, config: SweepConfig, progress: bool) ->
     judge = SweepJudge.prepare(config, config.plans(), len(evalset.queries),
                                sum(1 for q in evalset.queries if q.reference_answer), progress)  # before any work too
     if config.executor == "ray":
-        from ragopt.eval.ray_executor import require_ray
+        from ragopt.backends.ray_cluster import require_ray
 
         require_ray()
     config.races(config.plans())  # --race with nothing to race: before any work

@@ -78,6 +78,8 @@ BAD_FLAGS = {
     "index-size-of-whole": (("index", "--chunker", "whole", "--chunk-size", "64"), "[--chunk-size]", "no knob size"),
     "eval-bad-chunk-headers": (("eval", "--retriever", "bm25", "--chunk-headers", "everything"), "[--chunk-headers]", "'path'"),
     "index-bad-long-chunks": (("index", "--long-chunks", "average"), "[--long-chunks]", "'mean'"),
+    "index-unknown-executor": (("index", "--executor", "dask"), "[--executor]", "'dask'"),
+    "index-address-without-ray": (("index", "--ray-address", "ray://head:10001"), "[--address]", "--executor ray"),
     "eval-negative-alpha": (("eval", "--retriever", "bm25", "--alpha=-1"), "[--alpha]", "-1"),
     "eval-save-run-nowhere": (("eval", "--retriever", "bm25", "--save-run", "/nonexistent/run.trec"), "[--save-run]", "folder"),
     "eval-traces-is-a-folder": (("eval", "--retriever", "bm25", "--traces", "/tmp"), "[--traces]", "is a folder"),
@@ -290,15 +292,16 @@ def test_a_missing_llama_model_in_a_sweep_config_is_one_line_before_any_work(tmp
     assert not (tmp_path / "out").exists() and not any(ws.rglob("*"))  # no index built before the refusal
 
 
-def test_sweep_on_ray_without_ray_installed_is_one_line_naming_executor(tmp_path: Path) -> None:
+@pytest.mark.parametrize("command", ["sweep", "index"])
+def test_ray_without_ray_installed_is_one_line_naming_executor(tmp_path: Path, command: str) -> None:
     dataset, ws = write_beir(tmp_path / "tiny"), tmp_path / "ws"
     hide_ray = "import sys; sys.modules['ray'] = None; from ragopt.cli import main; sys.exit(main(sys.argv[1:]))"
+    out = ["--out", str(tmp_path / "out")] if command == "sweep" else []
     done = subprocess.run(
-        [sys.executable, "-c", hide_ray, "--workspace", str(ws), "sweep", "--dataset", str(dataset), "--executor", "ray",
-         "--out", str(tmp_path / "out")],
+        [sys.executable, "-c", hide_ray, "--workspace", str(ws), command, "--dataset", str(dataset), "--executor", "ray", *out],
         capture_output=True, text=True, timeout=120, env={**os.environ, "HF_HUB_OFFLINE": "1"}, cwd=tmp_path,
     )  # fmt: skip
-    line = one_line_error(done, "sweep")
+    line = one_line_error(done, command)
     assert "[--executor]" in line and "pip install 'ragopt[ray]'" in line, line
     assert not (tmp_path / "out").exists() and not ws.exists()
 
