@@ -58,7 +58,9 @@ def wilson(share: float, n: int, confidence: float) -> tuple[float, float]:
     z2 = _z(confidence) ** 2
     center = (share + z2 / (2 * n)) / (1 + z2 / n)
     half = math.sqrt(z2) / (1 + z2 / n) * math.sqrt(share * (1 - share) / n + z2 / (4 * n * n))
-    return max(0.0, center - half), min(1.0, center + half)
+    # the interval holds the share itself; rounding alone put 1 - 1e-16 as the top of an all-ones interval, and a
+    # held-out 1.0 was then flagged as outside it (OVERFIT)
+    return max(0.0, min(share, center - half)), min(1.0, max(share, center + half))
 
 
 def min_half_width(n: int, confidence: float) -> float:

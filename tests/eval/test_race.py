@@ -123,6 +123,9 @@ def test_an_interval_of_equal_scores_has_width_and_twenty_zeros_do_not_drop_a_tr
     halves = mean_interval([0.5] * 20, 0.95, seed=3)  # not 0/1: the bootstrap, widened to the least it can know
     assert halves.low == pytest.approx(0.5 - min_half_width(20, 0.95)) and halves.high == pytest.approx(1 - halves.low)
     assert mean_interval([0.0] * 200, 0.95).high < zeros.high  # and narrows as the questions grow
+    for n in range(1, 300):  # it holds the share itself at any n: rounding put an all-ones top at 1 - 1e-16 (n=138),
+        assert mean_interval([1.0] * n, 0.95).high == 1.0  # and a held-out 1.0 was flagged OVERFIT against it
+        assert mean_interval([0.0] * n, 0.95).low == 0.0
     ctx = _ctx("answer_contains_reference>=0.15")
     s = _standing("zeros", 100, 0.9, _shares(0, 20))
     assert decide([s], ctx, 1) == [] and s.status == RACING  # 0 of 20 is within noise of 0.15 (before: [0, 0], dropped)
