@@ -84,6 +84,7 @@ def load_config(args: argparse.Namespace):  # type: ignore[no-untyped-def]
             raise InputError("--tolerance needs --baseline", field="--tolerance")
         data["baseline"]["tolerance"] = args.tolerance
     config = _validate_naming_flags(data, source, flags)
+    _check_gate_metrics(config, len(data["gates"]) - len(args.gate), source)
     _common.require_runtime(config.embedder.runtime, flags.get("embedder", "embedder.runtime"),
                             None if "embedder" in flags else source)
     try:
@@ -95,6 +96,20 @@ def load_config(args: argparse.Namespace):  # type: ignore[no-untyped-def]
 
         require_ray(field=flags.get("executor", "executor"), path=None if "executor" in flags else source)
     return config
+
+
+def _check_gate_metrics(config: Any, from_config: int, source: str) -> None:
+    """A gate on a metric no sweep makes, before any work (and any workspace): one line naming the file's `gates` or
+    --gate. Whether this evaluation set makes the metric (spans, references) is checked later."""
+    from ragopt.errors import InputError
+    from ragopt.eval.gates import check_known
+    from ragopt.eval.results import COST_NAMES
+
+    for i, gate in enumerate(config.gates):
+        try:
+            check_known([gate], config.metric_names(True, True, True) + list(COST_NAMES))
+        except InputError as exc:
+            raise InputError(exc.message, field="gates" if i < from_config else "--gate", path=source if i < from_config else None) from None
 
 
 def _config_data(args: argparse.Namespace) -> tuple[dict[str, Any], str]:

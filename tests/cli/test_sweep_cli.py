@@ -92,3 +92,18 @@ def test_the_chroma_config_runs_on_any_set_and_names_bad_settings_in_one_line(tm
         line = one_line_error(done, "sweep")
         assert flag in line and detail in line, line
         assert not any((tmp_path / "ws").rglob("*"))  # nothing written (a gate is read once the workspace is named)
+
+
+def test_a_config_files_gate_on_an_unknown_metric_names_the_file_before_a_workspace_exists(tmp_path: Path) -> None:
+    from fixtures.cli import one_line_error, ragopt
+
+    config = tmp_path / "gated.toml"
+    config.write_text(f'dataset = "{CHECKOUT / "evalsets" / "hospital"}"\nretrievers = ["bm25"]\ngates = ["recal@5>=0.9"]\n')
+    line = one_line_error(ragopt("sweep", "--config", str(config), workspace=tmp_path / "ws"), "sweep")
+    assert "gated.toml [gates]" in line and "recal@5" in line, line
+    line = one_line_error(ragopt("sweep", "--config", str(config), "--gate", "x>=1", workspace=tmp_path / "ws"), "sweep")
+    assert "gated.toml [gates]" in line, line  # the file's gates are read first
+    config.write_text(f'dataset = "{CHECKOUT / "evalsets" / "hospital"}"\nretrievers = ["bm25"]\n')
+    line = one_line_error(ragopt("sweep", "--config", str(config), "--gate", "ndgc@10>=0.5", workspace=tmp_path / "ws"), "sweep")
+    assert "[--gate]" in line and "gated.toml" not in line and "ndgc@10" in line, line
+    assert not (tmp_path / "ws").exists()
