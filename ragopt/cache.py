@@ -19,7 +19,7 @@ import json
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterable, Protocol, Sequence
+from typing import Any, Callable, Iterable, Iterator, Protocol, Sequence
 
 from pydantic import BaseModel, ConfigDict
 
@@ -256,27 +256,47 @@ class Cache:
         run keeps what it finished and a re-run computes only the rest. `encode` turns a computed value into
         what is stored (None: not stored, e.g. a transient failure), `decode` a stored one back. An exception
         from `compute` propagates after what it already yielded is stored."""
+        found, stream = self.stream_or_compute(keys, compute, encode=encode, decode=decode, save_every=save_every)
+        values: list[Any] = [None] * len(keys)
+        for indexes, value in stream:
+            for i in indexes:
+                values[i] = value
+        return Lookup(values, found, len(keys) - found)
+
+    def stream_or_compute(self, keys: Sequence[CacheKey], compute: Callable[[list[int]], Iterable[tuple[int, Any]]], *,
+                          encode: Callable[[Any], Any] = _same, decode: Callable[[Any], Any] = _same,
+                          save_every: int = 1024) -> tuple[int, Iterator[tuple[list[int], Any]]]:
+        """`get_or_compute` as a stream, for a caller that passes values on as they come instead of holding them
+        all (an index build writing vectors while the next are embedded): (how many keys the cache holds, an
+        iterator of (the indexes of the keys sharing a value, the value)), the stored values first, then each
+        computed one as `compute` yields it, stored as `get_or_compute` stores them. The lookup and the hit
+        accounting happen now; computing, when the iterator is read."""
         addresses = [k.address() for k in keys]
-        first: dict[str, int] = {}
+        sharing: dict[str, list[int]] = {}
         for i, (d, _) in enumerate(addresses):
-            first.setdefault(d, i)
-        distinct = list(first.values())
+            sharing.setdefault(d, []).append(i)
+        distinct = [indexes[0] for indexes in sharing.values()]
         stored = self._read([addresses[i] for i in distinct], count=False)
-        values = {addresses[i][0]: decode(v) for i, v in zip(distinct, stored) if v is not None}
         missing = [i for i, v in zip(distinct, stored) if v is None]
-        found = sum(d in values for d, _ in addresses)  # counted per key: a repeated key is a hit or a miss again
+        found = len(addresses) - sum(len(sharing[addresses[i][0]]) for i in missing)  # per key: a repeat is a hit or a miss again
         self._count(found, len(addresses))
-        pending: list[tuple[tuple[str, str], Any]] = []
-        try:
-            for i, value in (compute(missing) if missing else ()):
-                values[addresses[i][0]] = value
-                pending.append((addresses[i], encode(value)))
-                if len(pending) >= save_every:
-                    self._write(pending)
-                    pending = []
-        finally:
-            self._write(pending)
-        return Lookup([values.get(d) for d, _ in addresses], found, len(addresses) - found)
+
+        def values() -> Iterator[tuple[list[int], Any]]:
+            for i, v in zip(distinct, stored):
+                if v is not None:
+                    yield sharing[addresses[i][0]], decode(v)
+            pending: list[tuple[tuple[str, str], Any]] = []
+            try:
+                for i, value in (compute(missing) if missing else ()):
+                    pending.append((addresses[i], encode(value)))
+                    if len(pending) >= save_every:
+                        self._write(pending)
+                        pending = []
+                    yield sharing[addresses[i][0]], value
+            finally:
+                self._write(pending)
+
+        return found, values()
 
     def evict(self, namespace: str) -> int:
         """Drop every entry of one namespace (e.g. to re-measure instead of reusing); returns how many."""

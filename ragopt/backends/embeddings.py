@@ -8,7 +8,8 @@ text is cached the model is never loaded, so a warm re-run does not even import 
 
 Encoding runs at the encoder's speed: texts are sorted by length (so a batch pads to similar lengths, as
 sentence-transformers does inside one call), encoded in blocks whose vectors go to the cache in one
-transaction and into one preallocated matrix, and returned in the caller's order.
+transaction and into one preallocated matrix, and returned in the caller's order; `encode_stream` hands them on
+as they come (an index build writes them meanwhile). `remote` embeds the blocks elsewhere (Ray tasks).
 """
 
 from __future__ import annotations
@@ -166,6 +167,11 @@ class Encoded:
     vectors: np.ndarray  # float32, shape (n, dim)
     cache_hits: int  # texts whose vectors came from the cache
     cache_misses: int  # texts encoded now
+
+
+def _row_bytes(row: np.ndarray) -> bytes:
+    """A vector as the cache stores it."""
+    return row.tobytes()
 
 
 Owner = tuple[str | None, tuple[str, ...]]  # (tenant, scopes) of the text being embedded
@@ -353,7 +359,7 @@ class Embedder:
         if use_cache:
             keys = [self._key(t, o, role) for t, o in zip(texts, owners)]
             found = self.cache.get_or_compute(keys, lambda missing: self._encode_rows(texts, missing, progress, role),
-                                              encode=lambda row: row.tobytes(), save_every=self.save_every)
+                                              encode=_row_bytes, save_every=self.save_every)
             rows, cache_hits, cache_misses = found.values, found.cache_hits, found.cache_misses
         else:
             by_index = dict(self._encode_rows(texts, list(range(n)), progress, role))
@@ -362,6 +368,16 @@ class Embedder:
             return Encoded(vectors=np.zeros((0, 0), dtype=np.float32), cache_hits=0, cache_misses=0)
         vectors = np.frombuffer(b"".join(r if isinstance(r, bytes) else r.tobytes() for r in rows), dtype=np.float32)
         return Encoded(vectors=vectors.reshape(n, -1).copy(), cache_hits=cache_hits, cache_misses=cache_misses)
+
+    def encode_stream(self, texts: Sequence[str], owners: Sequence[Owner], *, progress: bool = False,
+                      role: Role = "passage") -> tuple[int, Iterator[tuple[list[int], np.ndarray]]]:
+        """`encode` as a stream (Cache.stream_or_compute), for a caller that writes vectors while the next are
+        embedded: (texts found in the cache, an iterator of (the positions of the texts sharing a vector, the
+        vector)), the cached ones first, then the new ones block by block, embedded and cached as `encode` does."""
+        keys = [self._key(t, o, role) for t, o in zip(texts, owners)]
+        return self.cache.stream_or_compute(keys, lambda missing: self._encode_rows(texts, missing, progress, role),
+                                            encode=_row_bytes, decode=lambda b: np.frombuffer(b, dtype=np.float32),
+                                            save_every=self.save_every)
 
     def _encode_rows(self, texts: Sequence[str], missing: list[int], progress: bool,
                      role: Role) -> Iterator[tuple[int, np.ndarray]]:
