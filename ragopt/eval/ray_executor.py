@@ -104,11 +104,15 @@ def grid_tasks(plans: Sequence[tuple[str, PlanConfig]], cpus: int) -> list[list[
 def build_indexes(ray: Any, runner: Any, plans: Sequence[tuple[str, PlanConfig]]) -> None:
     """Every index of the sweep built (or reused) here, once, before any task opens it, the texts it embeds
     embedded as Ray tasks (ragopt/backends/ray_embedding.py) and written by this process."""
+    import sys
+
     from ragopt.backends.ray_embedding import embedding_on_ray
 
     for _, plan in plans:
-        with embedding_on_ray(ray, runner.embedder(plan)):
+        with embedding_on_ray(ray, runner.embedder(plan)) as on_ray:
             runner.index(plan)
+        if on_ray.tasks:
+            print(f"  {on_ray.summary()}", file=sys.stderr, flush=True)
 
 
 def run_on_ray(plans: list[tuple[str, PlanConfig]], runner: Any, config: SweepConfig, names: list[str],
