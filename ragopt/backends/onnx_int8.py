@@ -208,6 +208,9 @@ class OnnxInt8Encoder:
         options = ort.SessionOptions()
         options.intra_op_num_threads = threads or 0  # 0: ONNX Runtime's default, one per physical core
         options.inter_op_num_threads = 1
+        # threads that wait for work sleep rather than spin: on 2 cores shared with other work, spinning took
+        # 2 threads' CPU time from 6.5 s to 11-12 s and their wall time from 7-10 s to 13-14 s (docs/speed.md)
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         self._session = ort.InferenceSession(str(model_file), options, providers=["CPUExecutionProvider"],
                                              disabled_optimizers=_UNFUSED)
 
