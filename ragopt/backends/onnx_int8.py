@@ -193,11 +193,25 @@ def _fuse_norms(source: Path, out: Path) -> None:
                    optimization_options=options).save_model_to_file(str(out))
 
 
+def session(model_file: Path, threads: int | None, optimized_to: Path | None = None) -> Any:
+    """An ONNX Runtime session of the derived model (`optimized_to`: where to write the graph it runs, fused)."""
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = threads or 0  # 0: ONNX Runtime's default, one per physical core
+    options.inter_op_num_threads = 1
+    # threads that wait for work sleep rather than spin: on 2 cores shared with other work, spinning took
+    # 2 threads' CPU time from 6.5 s to 11-12 s and their wall time from 7-10 s to 13-14 s (docs/speed.md)
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    if optimized_to is not None:
+        options.optimized_model_filepath = str(optimized_to)
+    return ort.InferenceSession(str(model_file), options, providers=["CPUExecutionProvider"], disabled_optimizers=_UNFUSED)
+
+
 class OnnxInt8Encoder:
     """The loaded int8 model and the packaged MiniLM's tokenizer. `embed` is the one call the Embedder makes."""
 
     def __init__(self, model_file: Path, tokenizer_folder: Path, threads: int | None):
-        import onnxruntime as ort
         from tokenizers import Tokenizer
 
         self.max_seq_length = int(json.loads((tokenizer_folder / "sentence_bert_config.json").read_text())["max_seq_length"])
@@ -205,14 +219,7 @@ class OnnxInt8Encoder:
         # sentence-transformers' truncation, not the file's (128, padded to a fixed length); no padding: one text a run
         self._tokenizer.enable_truncation(self.max_seq_length)
         self._tokenizer.no_padding()
-        options = ort.SessionOptions()
-        options.intra_op_num_threads = threads or 0  # 0: ONNX Runtime's default, one per physical core
-        options.inter_op_num_threads = 1
-        # threads that wait for work sleep rather than spin: on 2 cores shared with other work, spinning took
-        # 2 threads' CPU time from 6.5 s to 11-12 s and their wall time from 7-10 s to 13-14 s (docs/speed.md)
-        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-        self._session = ort.InferenceSession(str(model_file), options, providers=["CPUExecutionProvider"],
-                                             disabled_optimizers=_UNFUSED)
+        self._session = session(model_file, threads)
 
     def embed(self, texts: Sequence[str], normalize: bool = True) -> np.ndarray:
         """Each text runs alone and unpadded: the graph has no mask (every token is read), the mean pools every
