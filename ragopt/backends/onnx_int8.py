@@ -15,9 +15,9 @@ here, docs/speed.md). ragopt derives from it, once, a model that computes in int
   and so per text: a text's vector never depends on the texts embedded with it.
 
 Tokenization, pooling and normalization are the torch path's: the packaged MiniLM's tokenizer.json, truncation
-at its 256 tokens (sentence_bert_config.json), a mean over the attention mask, L2 norm. So chunks, ids and spans
-do not change; vectors do, a little (docs/speed.md), which is why the runtime is part of the embedder's
-fingerprint and an index or cached vector of one runtime is never read by another.
+at its 256 tokens (sentence_bert_config.json), a mean over its tokens (every one: no padding), L2 norm. So chunks,
+ids and spans do not change; vectors do, a little (docs/speed.md), which is why the runtime is part of the
+embedder's fingerprint and an index or cached vector of one runtime is never read by another.
 """
 
 from __future__ import annotations
