@@ -147,10 +147,6 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     for flag, values, known in (("--datasets", args.datasets, DATASETS), ("--arms", args.arms, ARMS)):
         if unknown := [v for v in values if v not in known]:
             p.exit(2, f"bench_synthetic.py [{flag}]: unknown {', '.join(unknown)}; known: {', '.join(known)}\n")
-    for name in args.datasets:  # every labelled set is there before any work starts
-        folder = Path(args.data) / DATASETS[name]
-        if not (folder / "queries.jsonl").is_file():
-            p.exit(2, f"bench_synthetic.py [--data]: {folder}: no queries.jsonl (the labelled BEIR set {name})\n")
     for flag in ("questions", "examples"):
         if getattr(args, flag) <= 0:
             p.exit(2, f"bench_synthetic.py [--{flag}]: must be positive, got {getattr(args, flag)}\n")
@@ -158,6 +154,11 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     if any(s != "whole" and not (s.isdigit() and int(s) > 0) for s in sizes):
         p.exit(2, f"bench_synthetic.py [--chunk-sizes]: expected whole or positive token counts, got {args.chunk_sizes!r}\n")
     args.sizes = [s if s == "whole" else int(s) for s in sizes]
+    for name in args.datasets:  # every labelled set is there before any work starts (the
+        # flags first: a bad flag is named wherever the data lies)
+        folder = Path(args.data) / DATASETS[name]
+        if not (folder / "queries.jsonl").is_file():
+            p.exit(2, f"bench_synthetic.py [--data]: {folder}: no queries.jsonl (the labelled BEIR set {name})\n")
     args.progress = sys.stderr.isatty() and not args.json
     return args
 
