@@ -98,7 +98,9 @@ class Layout:
         for i, c in enumerate(chunks):
             self._by_doc.setdefault(c.doc_id, []).append(i)
         self._docs: dict[str, DocLayout] = {}
-        self._vectors: dict[tuple[str, int, int], np.ndarray] = {}  # a slice's unit vector, by (doc_id, start, end)
+        # a slice's unit vector, by (doc_id, start, end): one embedder's, since a layout belongs to one index (its
+        # resource key) and an index id names the embedder that built it (ragopt/index/manifest.py)
+        self._vectors: dict[tuple[str, int, int], np.ndarray] = {}
 
     def vectors(self, doc_id: str, spans: Sequence[Span], embedder: Embedder, owner: Owner) -> list[np.ndarray]:
         """Each slice's embedding, normalized: the embedder's cache first, then this memo (shared by requests)."""
