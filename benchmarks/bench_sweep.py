@@ -77,12 +77,12 @@ def parse_args() -> argparse.Namespace:
     unknown = sorted(set(args.scenarios) - set(SCENARIOS))
     if unknown or not args.scenarios or ({"warm", "remeasure"} & set(args.scenarios) and "cold" not in args.scenarios):
         parser.error(f"--scenarios: a subset of {','.join(SCENARIOS)}; warm and remeasure need cold")
-    from ragopt.config import EMBEDDER_RUNTIMES, EmbedderConfig
+    from ragopt.config import RUNTIME_CHOICES, EmbedderConfig
     from ragopt.shipped import resolve_config
 
     args.runtimes = [r.strip() for r in (args.runtimes or EmbedderConfig().runtime).split(",") if r.strip()]
-    if not args.runtimes or set(args.runtimes) - set(EMBEDDER_RUNTIMES):
-        parser.error(f"--runtimes: a subset of {','.join(EMBEDDER_RUNTIMES)}")
+    if not args.runtimes or set(args.runtimes) - set(RUNTIME_CHOICES):
+        parser.error(f"--runtimes: a subset of {','.join(RUNTIME_CHOICES)}")
 
     args.config_path = resolve_config(args.config)
     if not args.config_path.is_file():

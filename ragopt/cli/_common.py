@@ -9,7 +9,7 @@ from typing import Any
 
 from ragopt.cli._chunking import add_chunker_args, chunker_config
 from ragopt.cli._flags import from_flags
-from ragopt.config import (AUTO_EDGE_MIN_CHUNKS, EMBEDDER_RUNTIMES, STORE_ENGINES, BM25Config, EmbedderConfig, FusionConfig,
+from ragopt.config import (AUTO_EDGE_MIN_CHUNKS, RUNTIME_CHOICES, STORE_ENGINES, BM25Config, EmbedderConfig, FusionConfig,
                            RetrievalConfig, StoreConfig)
 from ragopt.errors import InputError
 from ragopt.types import Document
@@ -92,9 +92,9 @@ def add_chunking_args(p: argparse.ArgumentParser) -> None:
 
 
 def add_runtime_arg(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--embedder-runtime", metavar="|".join(EMBEDDER_RUNTIMES), default=None,  # checked by EmbedderConfig
-                   help="how the embedder runs: torch (float32, the default) or onnx-int8 (int8 on ONNX Runtime, "
-                        "pip install 'ragopt[int8]'; docs/speed.md)")
+    p.add_argument("--embedder-runtime", metavar="|".join(RUNTIME_CHOICES), default=None,  # checked by EmbedderConfig
+                   help="how the embedder runs: auto (the default: onnx-int8 for the default model on a CPU, else "
+                        "torch), torch (float32) or onnx-int8 (int8 on ONNX Runtime; docs/speed.md)")
 
 
 def require_runtime(runtime: str, field: str, path: str | None = None) -> None:

@@ -32,6 +32,9 @@ class NoModels(Resources):
     def sentence_transformer(self, path: str, device: str = "cpu") -> Any:
         raise AssertionError(f"the model was loaded: {path}")
 
+    def get(self, key: Any, factory: Any) -> Any:  # the int8 runtime's model (the default on a CPU) loads through here
+        raise AssertionError(f"the model was loaded: {key}")
+
 
 def test_second_encode_embeds_nothing_and_a_fresh_embedder_never_loads_the_model(tmp_path: Path) -> None:
     first = Embedder(EmbedderConfig(), Cache(tmp_path / "cache"))
@@ -135,7 +138,7 @@ def test_model_fingerprint_hashes_the_files_not_the_name(tmp_path: Path) -> None
     assert model_fingerprint(str(copy)) == default_fp  # a README does not change the model
 
     cache = Cache(None)
-    key_default = Embedder(EmbedderConfig(), cache)._key("t", (None, ()))
+    key_default = Embedder(EmbedderConfig(runtime="torch"), cache)._key("t", (None, ()))  # int8's is its recipe's too
     key_edited = Embedder(EmbedderConfig(model=str(edited)), cache)._key("t", (None, ()))
     assert key_default.model == default_fp and key_edited.model == edited_fp
     assert key_default.digest() != key_edited.digest()
@@ -172,7 +175,7 @@ def test_device_and_threads_are_the_configured_ones_only_for_the_encode(monkeypa
     assert embedder_config(parser.parse_args(["--device", "cpu"])).device == "cpu"
     assert embedder_config(parser.parse_args([])).device == "auto"
 
-    cpu = Embedder(EmbedderConfig(device="cpu", threads=2), Cache(None))
+    cpu = Embedder(EmbedderConfig(device="cpu", threads=2, runtime="torch"), Cache(None))
     before = torch.get_num_threads()
     seen: list[int] = []
     monkeypatch.setattr(cpu.model, "encode", lambda *a, **kw: seen.append(torch.get_num_threads()) or np.zeros((1, 384)))
