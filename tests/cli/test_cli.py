@@ -397,9 +397,11 @@ def test_on_a_chinese_corpus_search_and_ask_retrieve_hybrid_with_e5_and_ask_answ
 def test_without_progress_the_model_libraries_draw_no_bars_either(tmp_path: Path) -> None:
     """transformers draws "Loading weights: 100%|...|" when the embedder loads. At a terminal a sweep shows it (so
     the check below looks for something really drawn); with --no-progress at a terminal, or with stderr not a
-    terminal, it does not. Each run has a fresh workspace, so each loads the model to embed the corpus."""
+    terminal, it does not. Each run has a fresh workspace, so each loads the model to embed the corpus (torch's: the
+    default int8 runtime loads no transformers model)."""
     dataset = write_beir(tmp_path / "tiny")
-    sweep = ["sweep", "--dataset", str(dataset), "--chunk-sizes", "whole", "--retrievers", "dense", "--top-k", "3"]
+    sweep = ["sweep", "--dataset", str(dataset), "--chunk-sizes", "whole", "--retrievers", "dense", "--top-k", "3",
+             "--embedder-runtime", "torch"]
     code, drawn = ragopt_stderr_on_a_terminal(*sweep, "--out", str(tmp_path / "drawn"), workspace=tmp_path / "ws-drawn")
     assert code == 0 and "Loading weights" in drawn, drawn
     code, quiet = ragopt_stderr_on_a_terminal(*sweep, "--out", str(tmp_path / "quiet"), "--no-progress", workspace=tmp_path / "ws-quiet")
