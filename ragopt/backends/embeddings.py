@@ -15,6 +15,7 @@ as they come (an index build writes them meanwhile). `remote` embeds the blocks 
 from __future__ import annotations
 
 import hashlib
+import sys
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import cached_property
@@ -112,9 +113,13 @@ def resolve_model_path(model: str) -> str:
 
 
 def resolve_device(device: str) -> str:
-    """`auto` is CUDA when torch sees a GPU, else the CPU; `cpu` and `cuda` are taken as they are."""
+    """`auto` is CUDA when torch sees a GPU, else the CPU; `cpu` and `cuda` are taken as they are. On Linux with no
+    NVIDIA or ROCm driver no GPU can be seen, which is known without importing torch (2 s: the int8 runtime, the
+    default on a CPU, never needs it)."""
     if device != "auto":
         return device
+    if sys.platform == "linux" and not any(Path(p).exists() for p in ("/proc/driver/nvidia/version", "/dev/kfd")):
+        return "cpu"
     import torch
 
     return "cuda" if torch.cuda.is_available() else "cpu"

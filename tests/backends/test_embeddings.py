@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import argparse
 import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -226,3 +228,12 @@ def test_a_named_retriever_without_an_embedder_takes_the_multilingual_one_on_a_m
     assert embedder_for("hybrid", minilm, chinese, embedder_given=True) == (minilm, None)  # --embedder stands
     assert embedder_for("bm25", minilm, chinese, embedder_given=False) == (minilm, None)  # nothing to embed
     assert embedder_for("hybrid", minilm, ["Plain English abstracts.", "战国"], embedder_given=False) == (minilm, None)
+
+
+@pytest.mark.skipif(sys.platform != "linux" or any(Path(p).exists() for p in ("/proc/driver/nvidia/version", "/dev/kfd")),
+                    reason="a GPU driver is here: auto asks torch")
+def test_auto_device_without_a_gpu_driver_is_the_cpu_without_importing_torch() -> None:
+    code = ("import sys; from ragopt.backends.embeddings import resolve_device; "
+            "print(resolve_device('auto'), 'torch' in sys.modules)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    assert done.stdout.split() == ["cpu", "False"], done.stdout
