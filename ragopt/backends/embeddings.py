@@ -113,9 +113,8 @@ def resolve_model_path(model: str) -> str:
 
 
 def resolve_device(device: str) -> str:
-    """`auto` is CUDA when torch sees a GPU, else the CPU; `cpu` and `cuda` are taken as they are. On Linux with no
-    NVIDIA or ROCm driver no GPU can be seen, which is known without importing torch (2 s: the int8 runtime, the
-    default on a CPU, never needs it)."""
+    """`auto` is CUDA when torch sees a GPU, else the CPU. Linux with no NVIDIA or ROCm driver has none to see: known
+    without importing torch (2 s that the int8 runtime, the default on a CPU, never needs)."""
     if device != "auto":
         return device
     if sys.platform == "linux" and not any(Path(p).exists() for p in ("/proc/driver/nvidia/version", "/dev/kfd")):
