@@ -10,10 +10,24 @@ import shutil
 import socket
 from pathlib import Path
 
+from ragopt.errors import InputError
+
 
 def workspace_root(explicit: str | Path | None = None) -> Path:
     """The workspace's folder, which may not exist yet."""
     return Path(explicit or os.environ.get("RAGOPT_HOME") or ".ragopt")
+
+
+def check_folder_setting(path: str | Path, setting: str) -> None:
+    """A folder setting (`--workspace`, $RAGOPT_HOME, $RAGOPT_MODEL_CACHE) that names a file, or a path through
+    one, is one line naming the setting before any work: creating the folder would fail mid-run, with a traceback."""
+    folder = Path(path).expanduser().absolute()
+    for candidate in (folder, *folder.parents):
+        if candidate.exists():
+            if not candidate.is_dir():
+                raise InputError("is a file, expected a folder" if candidate == folder else f"{candidate} is a file, "
+                                 "so this folder cannot be made", path=folder, field=setting)
+            return
 
 
 def workspace_dir(explicit: str | Path | None = None) -> Path:

@@ -38,11 +38,22 @@ def quiet_model_loading(args: argparse.Namespace) -> None:
         os.environ["HF_HUB_DISABLE_PROGRESS_BARS"] = "1"
 
 
+def check_folder_settings(args: argparse.Namespace) -> None:
+    """The folders every command may write to, checked before its work starts."""
+    from ragopt.workspace import check_folder_setting
+
+    if args.workspace or os.environ.get("RAGOPT_HOME"):
+        check_folder_setting(args.workspace or os.environ["RAGOPT_HOME"], "--workspace" if args.workspace else "$RAGOPT_HOME")
+    if os.environ.get("RAGOPT_MODEL_CACHE"):
+        check_folder_setting(os.environ["RAGOPT_MODEL_CACHE"], "$RAGOPT_MODEL_CACHE")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     quiet_model_loading(args)
     try:
+        check_folder_settings(args)
         return int(args.handler(args) or 0)
     except InputError as exc:
         print(f"ragopt {args.command}: error: {exc}", file=sys.stderr)

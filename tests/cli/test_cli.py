@@ -359,6 +359,30 @@ def test_a_bad_generation_setting_is_one_line_naming_it(case: str, tmp_path: Pat
     assert not (tmp_path / "out").exists()
 
 
+FOLDER_SETTINGS = {  # each folder setting, and how it is given
+    "--workspace": lambda file, monkeypatch: ["--workspace", str(file)],
+    "$RAGOPT_HOME": lambda file, monkeypatch: monkeypatch.setenv("RAGOPT_HOME", str(file)) or [],
+    "$RAGOPT_MODEL_CACHE": lambda file, monkeypatch: monkeypatch.setenv("RAGOPT_MODEL_CACHE", str(file / "models")) or [],
+}
+
+
+@pytest.mark.parametrize("setting", list(FOLDER_SETTINGS))
+def test_a_folder_setting_that_names_a_file_is_one_line_before_any_work(setting: str, tmp_path: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch,
+                                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    from ragopt.cli import main
+
+    a_file = tmp_path / "a-file"
+    a_file.write_text("not a folder")
+    monkeypatch.delenv("RAGOPT_HOME", raising=False)
+    monkeypatch.chdir(tmp_path)
+    given = FOLDER_SETTINGS[setting](a_file, monkeypatch)
+    code = main([*given, "index", "--dataset", str(write_beir(tmp_path / "tiny"))])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1 and f"[{setting}]" in err[0] and str(a_file) in err[0], err
+    assert not (tmp_path / ".ragopt").exists()  # nothing was indexed into the default workspace either
+
+
 CHINESE_DOCS = [
     {"_id": "game", "title": "战国无双3", "text": "《战国无双3》是由光荣和ω-force开发的战国无双系列的正统第三续作。本作以三大故事为主轴。"},
     {"_id": "city", "title": "上海", "text": "上海是中国的经济中心，位于长江入海口。"},
