@@ -66,6 +66,8 @@ class Store(Protocol):
 
     def delete_namespace(self, namespace: str) -> int: ...
 
+    def digests(self, namespace: str) -> set[str]: ...
+
     def close(self) -> None: ...
 
 
@@ -89,6 +91,9 @@ class MemoryStore:
         for d in doomed:
             del self._items[d]
         return len(doomed)
+
+    def digests(self, namespace: str) -> set[str]:
+        return {d for d in self._items if d.startswith(f"{namespace}:")}
 
     def close(self) -> None:
         pass
@@ -116,6 +121,9 @@ class DiskStore:
         for k in doomed:
             self._cache.delete(k)
         return len(doomed)
+
+    def digests(self, namespace: str) -> set[str]:
+        return {str(k) for k in self._cache.iterkeys() if str(k).startswith(f"{namespace}:")}
 
     def close(self) -> None:
         self._cache.close()
@@ -147,6 +155,9 @@ class RedisStore:
     def delete_namespace(self, namespace: str) -> int:
         doomed = list(self._redis.scan_iter(match=f"{self.prefix}{namespace}:*"))
         return int(self._redis.delete(*doomed)) if doomed else 0
+
+    def digests(self, namespace: str) -> set[str]:
+        return {k.removeprefix(self.prefix) for k in self._redis.scan_iter(match=f"{self.prefix}{namespace}:*")}
 
     def close(self) -> None:
         self._redis.close()
@@ -302,6 +313,11 @@ class Cache:
         """Drop every entry of one namespace (e.g. to re-measure instead of reusing); returns how many."""
         self._memory = collections.OrderedDict((d, e) for d, e in self._memory.items() if not d.startswith(f"{namespace}:"))
         return self.store.delete_namespace(namespace)
+
+    def stored_digests(self, namespace: str) -> set[str]:
+        """The digests the store holds in one namespace now: a caller about to look up many keys that are mostly
+        absent (a cold sweep's stage memo) asks the store only for those it holds."""
+        return self.store.digests(namespace)
 
     def close(self) -> None:
         self.store.close()

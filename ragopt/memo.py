@@ -9,6 +9,8 @@ with: its latency is the one measured then, and `Span.usage.attrs["memo"]` says 
 Hits are keyed by (chunk id, rank, text) and, for stages that write hits themselves, by score too: stages
 after retrieval use the order of the passages, not their scores, so an answer computed from the same
 passages is shared by every retrieval variant that retrieved them ("answers are cached by their passages").
+A candidate list a remembered stage run wrote (a retriever's hundred candidates before fusion) is keyed by that
+run's key instead, as long as the request holds that very list: the same key means the same list.
 
 Entries live in memory for this process (decoded, so a restore costs no decoding) and, when a `Cache` is given,
 in it for the next one (written in one transaction per trial by `flush`; hit accounting is the Cache's). A state
@@ -19,16 +21,17 @@ the computation is the pipeline running the stage between `restore` and `store`.
 from __future__ import annotations
 
 import hashlib
+from functools import lru_cache
 from typing import Any, Callable
 
 import numpy as np
 
 from ragopt.cache import Cache, CacheKey
-from ragopt.config import fingerprint
+from ragopt.config import canonical_json, fingerprint
 from ragopt.trace import Span, Trace, now_ms
 from ragopt.types import Chunk, Hit, is_live
 
-NAMESPACE = "stage-memo-2"  # -2: a remembered span carries its stage's kind (older entries did not)
+NAMESPACE = "stage-memo-3"  # -3: keyed by the stage's hash and the inputs (-2: a remembered span carries its kind)
 
 
 def stage_identity(stage: Any) -> Any:
@@ -44,29 +47,64 @@ def stage_identity(stage: Any) -> Any:
             "config": config.model_dump(mode="json")}
 
 
+@lru_cache(maxsize=1 << 16)  # a sweep keys the same chunks' texts at every stage of every trial
 def _text_hash(text: str) -> str:
     return hashlib.blake2b(text.encode(), digest_size=8).hexdigest()
 
 
-def _hits_key(hits: list[Hit], with_scores: bool) -> list[Any]:
-    return [(h.chunk.id, h.rank, _text_hash(h.chunk.text)) + ((round(h.score, 6),) if with_scores else ()) for h in hits]
+def _hits_key(hits: list[Hit], with_scores: bool) -> str:
+    """Each hit's chunk id (length-prefixed, so no id can run into the next field), rank, text hash and, when
+    `with_scores`, score: one string, cheap to build for every stage of every trial."""
+    if with_scores:
+        return "".join(f"{len(h.chunk.id)}:{h.chunk.id},{h.rank},{_text_hash(h.chunk.text)},{round(h.score, 6)!r};" for h in hits)
+    return "".join(f"{len(h.chunk.id)}:{h.chunk.id},{h.rank},{_text_hash(h.chunk.text)};" for h in hits)
 
 
-def _field_key(state: Any, name: str, with_scores: bool) -> Any:
+def _field_key(state: Any, name: str, with_scores: bool) -> str:
+    """One field a stage reads, as a string that tells every value apart (None included)."""
     if name == "query":
-        return state.query.model_dump(mode="json", exclude={"id"})
+        return _query_key(state.query)
     if name == "query_vector":
         vec = state.query_vector
-        return None if vec is None else hashlib.blake2b(np.asarray(vec, dtype=np.float32).tobytes(), digest_size=8).hexdigest()
+        return "-" if vec is None else hashlib.blake2b(np.asarray(vec, dtype=np.float32).tobytes(), digest_size=8).hexdigest()
     if name.startswith("candidates."):
-        return _hits_key(state.candidates.get(name.split(".", 1)[1], []), with_scores)
+        hits = state.candidates.get(name.split(".", 1)[1], [])
+        made = state.lineage.get(name)
+        if made is not None and made[1] is hits:  # a remembered run's own output: its key says what it holds
+            return "@" + made[0]
+        return _hits_key(hits, with_scores)
     if name == "hits":
         return _hits_key(state.hits, with_scores)
     if name == "prompt":
-        return None if state.prompt is None else state.prompt.text
+        return "-" if state.prompt is None else "+" + state.prompt.text
     if name == "answer":
-        return None if state.answer is None else state.answer.model_dump(mode="json")
+        return "-" if state.answer is None else "+" + canonical_json(state.answer.model_dump(mode="json")).decode()
     raise ValueError(f"unknown state field {name!r}")
+
+
+_last_query: tuple[Any, str] = (None, "")  # (query, its key): a request's stages all read the same query
+
+
+def _query_key(query: Any) -> str:
+    global _last_query
+    last, key = _last_query
+    if last is not query:
+        key = canonical_json(query.model_dump(mode="json", exclude={"id"})).decode()
+        _last_query = (query, key)
+    return key
+
+
+def _note_lineage(key: str, stage: Any, state: Any) -> None:
+    """The candidate lists the stage run `key` wrote, each with that key: a fusion reads hundreds of candidates, and
+    keying them by the run that made them costs nothing."""
+    for name in stage.writes:
+        if name.startswith("candidates."):
+            state.lineage[name] = (key, state.candidates.get(name.split(".", 1)[1]))
+
+
+def _copy_span(span: Span) -> Span:
+    """A span to remember or to restore: its usage and attrs its own, their values shared (never changed later)."""
+    return span.model_copy(update={"usage": span.usage.model_copy(update={"attrs": dict(span.usage.attrs)})})
 
 
 def _read(state: Any, name: str) -> Any:
@@ -92,23 +130,45 @@ class StageMemo:
         self.chunk_of = chunk_of  # resolves chunk ids when reading hits back from disk
         self._memory: dict[str, tuple[dict[str, Any], Span]] = {}
         self._pending: list[tuple[CacheKey, Any]] = []
+        # what the disk held when the sweep began: a cold sweep's lookups are nearly all misses, and asking the
+        # store for each costs more than the stage it would save (an entry another process writes later is missed:
+        # recomputed, never wrong)
+        self._on_disk = cache.stored_digests(NAMESPACE) if cache is not None else set()
+        self._stages: dict[int, tuple[Any, tuple[str, list[str], bool] | None]] = {}  # id -> (stage, _stage_part)
 
     def key(self, stage: Any, state: Any) -> str | None:
-        identity = stage_identity(stage)
-        if identity is None or state.deadline is not None:  # a deadline makes the output depend on time
+        if state.deadline is not None:  # a deadline makes the output depend on time
+            return None
+        part = self._stage_part(stage)
+        if part is None:
             return None
         if any(is_live(h.chunk) for h in state.hits):  # live data is never cached, nor anything made from it
             return None
-        with_scores = any(w == "hits" or w.startswith("candidates.") for w in stage.writes)
-        reads = sorted(set(stage.reads) | {"query"})  # permissions always decide what a stage may see
-        inputs = {name: _field_key(state, name, with_scores) for name in reads}
-        return fingerprint({"stage": identity, "writes": list(stage.writes), "inputs": inputs, "context": self.context})
+        stage_key, reads, with_scores = part
+        fields = [_field_key(state, name, with_scores) for name in reads]
+        return hashlib.sha256("".join([stage_key, *(f"{len(f)}:{f}" for f in fields)]).encode()).hexdigest()[:16]
 
-    def restore(self, key: str, state: Any, trace: Trace, t0: float) -> bool:
+    def _stage_part(self, stage: Any) -> tuple[str, list[str], bool] | None:
+        """What a stage's keys share: the hash of its identity, writes and the context; the fields it reads
+        (sorted); whether hits' scores count. Computed once per stage object: a memo serves one sweep, whose
+        stages never change (the stage is held, so its id is not reused)."""
+        found = self._stages.get(id(stage))
+        if found is not None:
+            return found[1]
+        identity = stage_identity(stage)
+        part = None
+        if identity is not None:
+            with_scores = any(w == "hits" or w.startswith("candidates.") for w in stage.writes)
+            reads = sorted(set(stage.reads) | {"query"})  # permissions always decide what a stage may see
+            part = fingerprint({"stage": identity, "writes": list(stage.writes), "context": self.context}), reads, with_scores
+        self._stages[id(stage)] = (stage, part)
+        return part
+
+    def restore(self, key: str, stage: Any, state: Any, trace: Trace, t0: float) -> bool:
         """Apply a remembered run's writes to `state` and its span to `trace`; False when there is none."""
         found = self._memory.get(key)
         source = "memory"
-        if found is None and self.cache is not None:
+        if found is None and self.cache is not None and self._disk_key(key).digest() in self._on_disk:
             stored = self.cache.get(self._disk_key(key))
             if stored is not None:
                 found = self._decode(stored)
@@ -119,17 +179,19 @@ class StageMemo:
         writes, span = found
         for name, value in writes.items():
             _write(state, name, value)
-        restored = span.model_copy(deep=True)
+        _note_lineage(key, stage, state)
+        restored = _copy_span(span)
         restored.start_ms = now_ms() - t0
         restored.usage.attrs["memo"] = source
         trace.spans.append(restored)
         return True
 
     def store(self, key: str, stage: Any, state: Any, span: Span) -> None:
+        _note_lineage(key, stage, state)
         if span.error is not None or (state.answer is not None and state.answer.incomplete):
             return
         writes = {name: _read(state, name) for name in stage.writes}
-        kept = span.model_copy(deep=True)
+        kept = _copy_span(span)
         self._memory[key] = (writes, kept)
         if self.cache is not None and "prompt" not in writes:
             self._pending.append((self._disk_key(key), self._encode(writes, kept)))

@@ -42,6 +42,9 @@ class RequestState:
     on_token: Callable[[str], None] | None = None  # streaming sink for generators
     sampling: Sampling | None = None  # the request's own generation options (serve), within the plan's limits
     usage: Usage = field(default_factory=Usage)  # reset by the core before each stage
+    # candidates.NAME -> (the memo key of the stage run that wrote it, the list it wrote): ragopt.memo keys a later
+    # stage's read of that list by the run that made it, while the state still holds that very list
+    lineage: dict[str, tuple[str, Any]] = field(default_factory=dict)
 
     def remaining_s(self) -> float | None:
         return None if self.deadline is None else self.deadline - time.monotonic()
@@ -247,7 +250,7 @@ class Pipeline:
             trace.degraded.append(f"{stage.name}: deadline passed -> {step.fallback.name}")
             return self._timed(step.fallback, f"{stage.name}.fallback", state, trace, t0)
         key = self.memo.key(stage, state) if self.memo is not None else None
-        if key is not None and self.memo.restore(key, state, trace, t0):
+        if key is not None and self.memo.restore(key, stage, state, trace, t0):
             return state
         try:
             state = self._timed(stage, stage.name, state, trace, t0)

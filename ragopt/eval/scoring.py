@@ -43,11 +43,24 @@ def trial_scores(outcomes: Sequence[QueryOutcome], evalset: EvalSet, config: Swe
 
     key = CacheKey(namespace=SCORES_NAMESPACE, payload={
         "outcomes": fingerprint([[o.query_id, o.ranking, o.answer] for o in outcomes]),
-        "queries": fingerprint([q.model_dump(mode="json") for q in evalset.queries]), "corpus": corpus_fingerprint,
+        "queries": queries_fingerprint(evalset.queries), "corpus": corpus_fingerprint,
         "names": sorted(names), "span_coverage": config.span_coverage,
         "answers": config.answers_on(), "answer_metrics": answer_metrics, "code": code_fingerprint()})
     return cache.get_or_compute([key], compute).values[0]
 
+
+
+_last_queries: tuple[Any, str] = (None, "")  # (a query list, its fingerprint)
+
+
+def queries_fingerprint(queries: list[EvalQuery]) -> str:
+    """The labelled queries' fingerprint, computed once for the list a sweep scores all its trials against."""
+    global _last_queries
+    last, found = _last_queries
+    if last is not queries:
+        found = fingerprint([q.model_dump(mode="json") for q in queries])
+        _last_queries = (queries, found)
+    return found
 
 
 def rank_scores(outcomes: Sequence[QueryOutcome], evalset: EvalSet, names: Sequence[str],

@@ -32,6 +32,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import lru_cache
 
 from pydantic import Field
 
@@ -125,8 +126,7 @@ class ExtractiveGenerator:
     def signals(self, state: RequestState, passages: list[Passage]) -> Signals:
         """The four signals of every candidate sentence of `passages` (numbered), each scaled to [0, 1]."""
         terms = self.analyzer or analyzer_for(p.text for p in passages)
-        candidates, title_terms = _candidates(passages, terms)
-        long_enough = [c for c in candidates if len(word_spans(c[2])) >= self.config.min_words] or candidates
+        candidates, long_enough, title_terms = _candidates(passages, terms, self.config.min_words)
         meaning = self._meaning(state, passages, long_enough) if self.reads_meaning else [0.0] * len(long_enough)
         q_terms = set(terms(state.query.text))
         idf = _idf(long_enough, q_terms)
@@ -149,7 +149,7 @@ class ExtractiveGenerator:
         return [float(v) for v in unit_vectors(encoded.vectors) @ unit_vectors(query.vectors)[0]]
 
 
-_Candidate = tuple[int, int, str, set[str]]  # (passage number, sentence index, text, terms)
+_Candidate = tuple[int, int, str, frozenset[str]]  # (passage number, sentence index, text, terms)
 
 
 @dataclass(frozen=True)
@@ -209,15 +209,34 @@ def _emit(pieces: list[str], n_chars: int, on_token: Callable[[str], None] | Non
         sent += len(part)
 
 
-def _candidates(passages: list[Passage], terms: Analyzer) -> tuple[list[_Candidate], dict[int, set[str]]]:
-    """Every sentence of the passages with its terms, and each passage's title terms by passage number."""
+def _candidates(passages: list[Passage], terms: Analyzer, min_words: int
+                ) -> tuple[list[_Candidate], list[_Candidate], dict[int, frozenset[str]]]:
+    """Every sentence of the passages with its terms; those of at least `min_words` words (all of them when none
+    is that long); and each passage's title terms by passage number."""
     candidates: list[_Candidate] = []
-    title_terms: dict[int, set[str]] = {}
+    long_enough: list[_Candidate] = []
+    title_terms: dict[int, frozenset[str]] = {}
     for p in passages:
-        title_terms[p.number] = set(terms(p.hit.chunk.title))
-        for i, sentence in enumerate(sentences(p.text)):
-            candidates.append((p.number, i, sentence, set(terms(sentence))))
-    return candidates, title_terms
+        title_terms[p.number] = _analysed(terms, p.hit.chunk.title)
+        for i, (sentence, sentence_terms, n_words) in enumerate(_analysed_sentences(terms, p.text)):
+            candidate = (p.number, i, sentence, sentence_terms)
+            candidates.append(candidate)
+            if n_words >= min_words:
+                long_enough.append(candidate)
+    return candidates, long_enough or candidates, title_terms
+
+
+# A sweep's trials answer from the same passages again and again (each K, retriever and fusion retrieves much the
+# same ones): a passage's sentences and terms depend on its text and the analyzer alone, so each is analysed once.
+@lru_cache(maxsize=1 << 14)
+def _analysed_sentences(terms: Analyzer, text: str) -> tuple[tuple[str, frozenset[str], int], ...]:
+    """Each sentence of `text` with its terms and its word count."""
+    return tuple((sentence, frozenset(terms(sentence)), len(word_spans(sentence))) for sentence in sentences(text))
+
+
+@lru_cache(maxsize=1 << 14)
+def _analysed(terms: Analyzer, text: str) -> frozenset[str]:
+    return frozenset(terms(text))
 
 
 def _idf(candidates: list[_Candidate], q_terms: set[str]) -> Callable[[str], float]:
@@ -230,7 +249,7 @@ def _idf(candidates: list[_Candidate], q_terms: set[str]) -> Callable[[str], flo
     return lambda t: math.log(1 + n / df.get(t, 1))
 
 
-def _lexical(candidates: list[_Candidate], title_terms: dict[int, set[str]], q_terms: set[str],
+def _lexical(candidates: list[_Candidate], title_terms: dict[int, frozenset[str]], q_terms: set[str],
              idf: Callable[[str], float]) -> list[float]:
     """Lexical support of each candidate (module docstring); 0 for a sentence without a question term of its own
     (its title alone does not make it an answer)."""

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass, field, replace
+from functools import lru_cache
 from typing import TYPE_CHECKING, Any, Callable, Protocol, Sequence
 
 from pydantic import Field
@@ -97,6 +98,7 @@ def number_passages(hits: Sequence[Hit], limit: int | None = None, max_chars: in
     return [Passage(number=i, hit=h, text=_cut(h.chunk.text, max_chars)) for i, h in enumerate(ordered[:limit], start=1)]
 
 
+@lru_cache(maxsize=1 << 14)  # a sweep numbers the same chunks' texts in every trial
 def _cut(text: str, max_chars: int | None) -> str:
     text = " ".join(text.split())
     if max_chars is None or len(text) <= max_chars:
@@ -318,7 +320,9 @@ def fit_prompt(parts: PromptParts, renderer: Renderer, budget_tokens: int) -> Fi
     if budget_tokens <= 0:
         raise InputError(f"no room for a prompt: the token budget is {budget_tokens} (context minus max_tokens)")
     candidates = _Candidates(parts, renderer, budget_tokens)
-    found = guess = candidates.cut(candidates.estimate_fits)
+    whole: Cut = (len(candidates.passages), 0, len(candidates.summary_words), None)
+    # most prompts keep everything: one estimate says so, before a search from one passage up
+    found = guess = whole if candidates.estimate_fits(*whole) else candidates.cut(candidates.estimate_fits)
     if guess is None or not candidates.estimate_is_exact(guess):
         found = candidates.cut(candidates.fits, guess)
     if found is None:
