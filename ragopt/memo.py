@@ -134,7 +134,7 @@ class StageMemo:
         # store for each costs more than the stage it would save (an entry another process writes later is missed:
         # recomputed, never wrong)
         self._on_disk = cache.stored_digests(NAMESPACE) if cache is not None else set()
-        self._stages: dict[int, tuple[Any, tuple[str, list[str], bool] | None]] = {}  # id -> (stage, _stage_part)
+        self._stages: dict[int, tuple[Any, tuple[str, list[str], bool, bool] | None]] = {}  # id -> (stage, _stage_part)
 
     def key(self, stage: Any, state: Any) -> str | None:
         if state.deadline is not None:  # a deadline makes the output depend on time
@@ -142,16 +142,17 @@ class StageMemo:
         part = self._stage_part(stage)
         if part is None:
             return None
-        if any(is_live(h.chunk) for h in state.hits):  # live data is never cached, nor anything made from it
+        stage_key, reads, with_scores, reads_results = part
+        if reads_results and any(is_live(h.chunk) for h in state.hits):  # live data is never cached, nor anything made from it
             return None
-        stage_key, reads, with_scores = part
         fields = [_field_key(state, name, with_scores) for name in reads]
         return hashlib.sha256("".join([stage_key, *(f"{len(f)}:{f}" for f in fields)]).encode()).hexdigest()[:16]
 
-    def _stage_part(self, stage: Any) -> tuple[str, list[str], bool] | None:
+    def _stage_part(self, stage: Any) -> tuple[str, list[str], bool, bool] | None:
         """What a stage's keys share: the hash of its identity, writes and the context; the fields it reads
-        (sorted); whether hits' scores count. Computed once per stage object: a memo serves one sweep, whose
-        stages never change (the stage is held, so its id is not reused)."""
+        (sorted); whether hits' scores count; whether it reads what earlier stages made (else nothing live can
+        reach its output: a retriever reads the query alone). Computed once per stage object: a memo serves one
+        sweep, whose stages never change (the stage is held, so its id is not reused)."""
         found = self._stages.get(id(stage))
         if found is not None:
             return found[1]
@@ -160,7 +161,8 @@ class StageMemo:
         if identity is not None:
             with_scores = any(w == "hits" or w.startswith("candidates.") for w in stage.writes)
             reads = sorted(set(stage.reads) | {"query"})  # permissions always decide what a stage may see
-            part = fingerprint({"stage": identity, "writes": list(stage.writes), "context": self.context}), reads, with_scores
+            part = (fingerprint({"stage": identity, "writes": list(stage.writes), "context": self.context}), reads, with_scores,
+                    bool(set(reads) - {"query", "query_vector"}))
         self._stages[id(stage)] = (stage, part)
         return part
 

@@ -279,7 +279,7 @@ def _fuse_norms(source: Path, out: Path) -> None:
 
     options = FusionOptions("bert")
     options.enable_skip_layer_norm = options.enable_bias_skip_layer_norm = False  # see _UNFUSED
-    optimize_model(str(source), model_type="bert", num_heads=HEADS, hidden_size=HIDDEN, opt_level=1,
+    optimize_model(str(source), model_type="bert", num_heads=HEADS, hidden_size=HIDDEN, opt_level=0,
                    optimization_options=options).save_model_to_file(str(out))
 
 

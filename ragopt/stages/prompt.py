@@ -211,7 +211,7 @@ class WordRenderer:
 class FittedPrompt:
     messages: list[dict[str, str]]
     text: str
-    tokens: list[int]
+    tokens: Sequence[int]  # an array("I") where the counter joins its lines' ids
     parts: PromptParts
     budget_tokens: int
     dropped_passages: list[str] = field(default_factory=list)  # chunk ids, lowest-ranked first removed
@@ -251,7 +251,7 @@ class _Candidates:
         self.verbatim = list(parts.history[1:] if self.summary is not None else parts.history)
         self.summary_words = self.summary.content.split() if self.summary is not None else []
         self._rendered: dict[Cut, tuple[PromptParts, str]] = {}
-        self._tokens: dict[Cut, list[int]] = {}
+        self._tokens: dict[Cut, Sequence[int]] = {}
 
     def render(self, n_pass: int, n_drop: int, n_summary_words: int, question: str | None = None) -> tuple[PromptParts, str]:
         cut = (n_pass, n_drop, n_summary_words, question)
@@ -263,7 +263,7 @@ class _Candidates:
             self._rendered[cut] = (p, self.renderer.render(p.messages()))
         return self._rendered[cut]
 
-    def tokens(self, n_pass: int, n_drop: int, n_summary_words: int, question: str | None = None) -> list[int]:
+    def tokens(self, n_pass: int, n_drop: int, n_summary_words: int, question: str | None = None) -> Sequence[int]:
         cut = (n_pass, n_drop, n_summary_words, question)
         if cut not in self._tokens:  # the search checks the prompt it then returns: tokenized once
             self._tokens[cut] = self.lines.tokens(self.render(*cut)[1])
@@ -303,7 +303,7 @@ class _Candidates:
         n_chars = largest(0, len(q), lambda n: fits(0, n_drop, 0, q[:n]), start=None if g_question is None else len(g_question))
         return None if n_chars is None else (0, n_drop, 0, q[:n_chars])
 
-    def head_tokens(self, text: str, tokens: list[int], end_char: int) -> int:
+    def head_tokens(self, text: str, tokens: Sequence[int], end_char: int) -> int:
         """How many of the prompt's `tokens` encode exactly `text[:end_char]`: from the lines' counts when the
         tokenizer splits on whitespace and whitespace follows, else by tokenizing the head."""
         if self.lines.exact and (end_char >= len(text) or text[end_char].isspace()):

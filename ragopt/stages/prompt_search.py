@@ -3,7 +3,7 @@ counts of prompt lines (the search's estimates) remembered by text."""
 
 from __future__ import annotations
 
-from itertools import chain
+from array import array
 from typing import Any, Callable, Sequence
 
 
@@ -11,7 +11,7 @@ def common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
     return next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
 
 
-def prefix_tokens(text: str, tokens: list[int], end_char: int, tokenize: Callable[[str], list[int]]) -> int:
+def prefix_tokens(text: str, tokens: Sequence[int], end_char: int, tokenize: Callable[[str], list[int]]) -> int:
     """How many of `tokens` (the whole prompt) encode exactly `text[:end_char]`; merges across the cut shorten it."""
     if end_char <= 0:
         return 0
@@ -74,10 +74,14 @@ class LineCounts:
     def estimate(self, text: str) -> int:
         return sum(map(self.count, text.splitlines(keepends=True)))
 
-    def tokens(self, text: str) -> list[int]:
+    def tokens(self, text: str) -> Sequence[int]:
         """The tokens of a whole prompt: its lines' remembered ids joined when the tokenizer splits on whitespace
-        (the same ids, without tokenizing the prompt again), else the tokenizer's."""
+        (the same ids, without tokenizing the prompt again, in one array: no int object per token), else the
+        tokenizer's."""
         ids = getattr(self.renderer, "ids", None)
         if self.exact and ids is not None:
-            return list(chain.from_iterable(map(ids, text.splitlines(keepends=True))))
+            joined = array("I")
+            for line in text.splitlines(keepends=True):
+                joined.extend(ids(line))
+            return joined
         return self.renderer.tokenize(text)

@@ -277,7 +277,7 @@ def test_fitted_prompts_on_the_shipped_set_equal_the_old_search_or_are_larger_an
                         fit_prompt(parts, renderer, budget)
                     continue
                 fitted = fit_prompt(parts, renderer, budget)
-                assert fitted.tokens == renderer.tokenize(fitted.text) and fitted.n_tokens <= budget
+                assert list(fitted.tokens) == renderer.tokenize(fitted.text) and fitted.n_tokens <= budget
                 compared += 1
                 if fitted.text != reference.text(*old):  # kept more, in the order content is given up (no summaries here)
                     n_pass, n_drop, _, question = old
