@@ -4,11 +4,27 @@ with `disable` (--no-progress). Every progress bar in ragopt comes from `progres
 
 from __future__ import annotations
 
+import logging
 import sys
 import time
+from contextlib import contextmanager
 from typing import Any, Iterable, Iterator
 
 LINE_WIDTH = 120  # a plain line never runs past this (the terminal tables' width too)
+
+
+@contextmanager
+def host_logging_kept() -> Iterator[None]:
+    """The root logger's handlers and level as they were before the block. Libraries add a root handler when
+    imported or first used (ragas and the string libraries under it; ONNX Runtime's quantizer logging through the
+    root logger), and every library's debug lines then reach stderr (bm25s logs at DEBUG): a library must not
+    change its host's logging."""
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    try:
+        yield
+    finally:
+        root.handlers[:], root.level = handlers, level
 
 
 def progress_bar(iterable: Iterable[Any] | None = None, *, desc: str = "", total: int | None = None, unit: str = "it",

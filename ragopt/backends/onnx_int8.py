@@ -43,6 +43,7 @@ import numpy as np
 
 from ragopt.config import fingerprint
 from ragopt.errors import InputError
+from ragopt.progress import host_logging_kept
 
 RUNTIME = "onnx-int8"
 # the modules the runtime imports, and the distributions that carry them
@@ -98,7 +99,7 @@ def derived_model(folder: Path, recipe_fp: str, minilm: Path) -> Path:
     if final.exists():
         return final
     folder.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=folder, prefix=".derive-") as tmp:
+    with tempfile.TemporaryDirectory(dir=folder, prefix=".derive-") as tmp, host_logging_kept():
         fused = float_model(Path(tmp), minilm)
         _cls_apart(fused)
         os.replace(quantize(fused, Path(tmp) / "int8.onnx"), final)
@@ -110,13 +111,9 @@ def quantize(source: Path, out: Path) -> Path:
     quantized per call (so per text: the encoder runs one text a call)."""
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
-    root = logging.getLogger()
-    level = root.level
-    root.setLevel(logging.ERROR)  # its advice to pre-process (shape inference) is for static quantization
-    try:
+    with host_logging_kept():
+        logging.getLogger().setLevel(logging.ERROR)  # its advice to pre-process (shape inference) is for static quantization
         quantize_dynamic(str(source), str(out), weight_type=QuantType.QInt8, per_channel=True, op_types_to_quantize=["MatMul"])
-    finally:
-        root.setLevel(level)
     return out
 
 

@@ -11,17 +11,16 @@ LLM-judged metrics are not answer metrics here: ragopt's own judges (ragopt.judg
 
 from __future__ import annotations
 
-import logging
 import os
 import warnings
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from functools import cache
 from typing import Any
 
 from pydantic import BaseModel
 
 from ragopt.errors import AnswerMetricsUnavailable, InputError
+from ragopt.progress import host_logging_kept
 
 # ragopt name -> what it measures (all in [0, 1]; higher is better)
 NO_LLM_METRICS: dict[str, str] = {
@@ -71,23 +70,11 @@ def check_metrics(metrics: Sequence[str]) -> list[str]:
     return names
 
 
-@contextmanager
-def _host_logging_kept() -> Iterator[None]:
-    """ragas and the string libraries under it add a root log handler when imported or first used (other
-    libraries' debug lines then reach stderr); a library must not change its host's logging."""
-    root = logging.getLogger()
-    handlers, level = list(root.handlers), root.level
-    try:
-        yield
-    finally:
-        root.handlers[:], root.level = handlers, level
-
-
 @cache
 def load_ragas() -> dict[str, Any]:
     os.environ["RAGAS_DO_NOT_TRACK"] = "true"
     try:
-        with warnings.catch_warnings(), _host_logging_kept():
+        with warnings.catch_warnings(), host_logging_kept():
             warnings.simplefilter("ignore")
             from ragas import SingleTurnSample
             from ragas.metrics import NonLLMContextRecall  # only in the older API in ragas 0.4
@@ -120,7 +107,7 @@ def score_answers(
 ) -> dict[str, list[float | None]]:
     """{metric: [score per sample]}; None where a sample lacks what the metric needs (a reference, contexts).
     String metrics score all samples in one batch (one event loop, not one per sample)."""
-    with _host_logging_kept():
+    with host_logging_kept():
         names = check_metrics(metrics)
         lib = load_ragas()
         out: dict[str, list[float | None]] = {}

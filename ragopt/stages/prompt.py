@@ -91,10 +91,9 @@ def number_passages(hits: Sequence[Hit], limit: int | None = None, max_chars: in
     seen: set[str] = set()
     ordered = []
     for hit in sorted(hits, key=lambda h: (h.rank, -h.score, h.chunk.id)):
-        if hit.chunk.id in seen:
-            continue
-        seen.add(hit.chunk.id)
-        ordered.append(hit)
+        if hit.chunk.id not in seen:
+            seen.add(hit.chunk.id)
+            ordered.append(hit)
     return [Passage(number=i, hit=h, text=_cut(h.chunk.text, max_chars)) for i, h in enumerate(ordered[:limit], start=1)]
 
 
@@ -320,8 +319,7 @@ def fit_prompt(parts: PromptParts, renderer: Renderer, budget_tokens: int) -> Fi
     if budget_tokens <= 0:
         raise InputError(f"no room for a prompt: the token budget is {budget_tokens} (context minus max_tokens)")
     candidates = _Candidates(parts, renderer, budget_tokens)
-    whole: Cut = (len(candidates.passages), 0, len(candidates.summary_words), None)
-    # most prompts keep everything: one estimate says so, before a search from one passage up
+    whole: Cut = (len(candidates.passages), 0, len(candidates.summary_words), None)  # most prompts keep it all: one check
     found = guess = whole if candidates.estimate_fits(*whole) else candidates.cut(candidates.estimate_fits)
     if guess is None or not candidates.estimate_is_exact(guess):
         found = candidates.cut(candidates.fits, guess)

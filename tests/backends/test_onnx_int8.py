@@ -174,3 +174,21 @@ def test_a_shared_model_folder_serves_every_workspace(monkeypatch: pytest.Monkey
     assert onnx_int8.models_folder(tmp_path / "ws" / "cache") == tmp_path / "ws" / "models"
     monkeypatch.setenv("RAGOPT_MODEL_CACHE", str(tmp_path / "shared"))
     assert onnx_int8.models_folder(tmp_path / "ws" / "cache") == tmp_path / "shared"
+
+
+def test_deriving_the_model_leaves_the_host_logging_alone(tmp_path: Path) -> None:
+    """ONNX Runtime's quantizer logs through the root logger, which adds a handler to it: every library's debug
+    lines then reached stderr (a sweep printed bm25s's "DEBUG:bm25s:Building index from tokens"). In a fresh
+    interpreter: within this one an earlier test may have derived the model or added a handler."""
+    script = (
+        "import logging, sys\n"
+        "from pathlib import Path\n"
+        "from ragopt.backends import onnx_int8\n"
+        "from ragopt.backends.embeddings import resolve_model_path\n"
+        "from ragopt.config import DEFAULT_EMBEDDER\n"
+        "onnx_int8.derived_model(Path(sys.argv[1]), 'logging-test', Path(resolve_model_path(DEFAULT_EMBEDDER)))\n"
+        "print(len(logging.getLogger().handlers), logging.getLogger().level)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script, str(tmp_path)], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["0", "30"] and list(tmp_path.glob("minilm-l6-int8-logging-test.onnx"))
