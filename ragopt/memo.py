@@ -170,7 +170,7 @@ class StageMemo:
         """Apply a remembered run's writes to `state` and its span to `trace`; False when there is none."""
         found = self._memory.get(key)
         source = "memory"
-        if found is None and self.cache is not None and self._disk_key(key).digest() in self._on_disk:
+        if found is None and self.cache is not None and self._on_disk and self._disk_key(key).digest() in self._on_disk:
             stored = self.cache.get(self._disk_key(key))
             if stored is not None:
                 found = self._decode(stored)
