@@ -117,13 +117,17 @@ class DiskStore:
                 self._cache.set(d, e, expire=ttl_s)
 
     def delete_namespace(self, namespace: str) -> int:
-        doomed = [k for k in self._cache.iterkeys() if str(k).startswith(f"{namespace}:")]
+        doomed = self.digests(namespace)
         for k in doomed:
             self._cache.delete(k)
         return len(doomed)
 
     def digests(self, namespace: str) -> set[str]:
-        return {str(k) for k in self._cache.iterkeys() if str(k).startswith(f"{namespace}:")}
+        """One range query on diskcache's (key, raw) index: its public `iterkeys` walks every key from the first,
+        a million embeddings before the stage memo's. Digests are str keys, which diskcache stores raw."""
+        rows = self._cache._sql("SELECT key FROM Cache WHERE key >= ? AND key < ? AND raw = 1",  # noqa: SLF001
+                                (f"{namespace}:", f"{namespace};"))  # ";" follows ":"
+        return {key for (key,) in rows.fetchall()}
 
     def close(self) -> None:
         self._cache.close()

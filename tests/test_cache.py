@@ -174,6 +174,18 @@ def test_evict_drops_one_namespace_from_memory_and_disk(tmp_path: Path) -> None:
     cache.close()
 
 
+@pytest.mark.parametrize("store", ["memory", "disk"])
+def test_stored_digests_are_one_namespaces_and_only_its(store: str, tmp_path: Path) -> None:
+    cache = Cache(None if store == "memory" else tmp_path / "c")
+    memo = [CacheKey(namespace="stage-memo", payload=i) for i in range(3)]
+    others = [CacheKey(namespace="stage-memo-old", payload=0), CacheKey(namespace="stage", payload=0),
+              CacheKey(namespace="embedding", payload=0), CacheKey(namespace="zz", payload=0)]
+    cache.set_many([(k, "v") for k in memo + others])
+    assert cache.stored_digests("stage-memo") == {k.digest() for k in memo}
+    assert cache.stored_digests("nothing") == set()
+    cache.close()
+
+
 def test_the_workspace_cache_lives_in_the_workspace(tmp_path: Path) -> None:
     from ragopt.cache import workspace_cache
 

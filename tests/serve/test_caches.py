@@ -68,6 +68,16 @@ def test_no_cross_tenant_scope_or_stale_version_hits_on_redis(fresh_redis: str) 
     store.close()
 
 
+def test_stored_digests_on_redis_are_one_namespaces_and_only_its(fresh_redis: str) -> None:
+    from ragopt.cache import Cache, CacheKey
+
+    cache = Cache(store=RedisStore(fresh_redis))
+    memo = [CacheKey(namespace="stage-memo", payload=i) for i in range(3)]
+    cache.set_many([(k, "v") for k in memo + [CacheKey(namespace="stage-memo-old", payload=0), CacheKey(namespace="a", payload=0)]])
+    assert cache.stored_digests("stage-memo") == {k.digest() for k in memo}
+    cache.close()
+
+
 def test_a_value_stored_under_another_identity_is_a_miss(tmp_path: Path) -> None:
     """Defence in depth: even a mis-keyed write (same digest, other identity) is never served."""
     store = DiskStore(tmp_path / "c")
