@@ -82,15 +82,21 @@ def _field_key(state: Any, name: str, with_scores: bool) -> str:
     raise ValueError(f"unknown state field {name!r}")
 
 
-_last_query: tuple[Any, str] = (None, "")  # (query, its key): a request's stages all read the same query
+# id(query) -> (query, its key): every stage of every trial reads the same few hundred queries. The query is held,
+# so its id is not reused while it is here, and never changed in place (a rewriting stage writes a new one);
+# bounded, for a process that keeps building new queries.
+_QUERY_KEYS: dict[int, tuple[Any, str]] = {}
+QUERY_KEYS_KEPT = 4096
 
 
 def _query_key(query: Any) -> str:
-    global _last_query
-    last, key = _last_query
-    if last is not query:
-        key = canonical_json(query.model_dump(mode="json", exclude={"id"})).decode()
-        _last_query = (query, key)
+    found = _QUERY_KEYS.get(id(query))
+    if found is not None and found[0] is query:
+        return found[1]
+    if len(_QUERY_KEYS) >= QUERY_KEYS_KEPT:
+        _QUERY_KEYS.clear()
+    key = canonical_json(query.model_dump(mode="json", exclude={"id"})).decode()
+    _QUERY_KEYS[id(query)] = (query, key)
     return key
 
 

@@ -100,32 +100,35 @@ def derived_model(folder: Path, recipe_fp: str, minilm: Path) -> Path:
         return final
     folder.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=folder, prefix=".derive-") as tmp, host_logging_kept():
-        fused = float_model(Path(tmp), minilm)
-        _cls_apart(fused)
-        os.replace(quantize(fused, Path(tmp) / "int8.onnx"), final)
+        graph = float_graph(Path(tmp), minilm)
+        _cls_apart(graph)
+        os.replace(quantize(graph, Path(tmp) / "int8.onnx"), final)
     return final
 
 
-def quantize(source: Path, out: Path) -> Path:
-    """Every weight product of `source` quantized dynamically: int8 weights per output channel, activations
-    quantized per call (so per text: the encoder runs one text a call)."""
+def quantize(source: Any, out: Path) -> Path:
+    """Every weight product of `source` (a ModelProto) quantized dynamically: int8 weights per output channel,
+    activations quantized per call (so per text: the encoder runs one text a call)."""
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
     with host_logging_kept():
         logging.getLogger().setLevel(logging.ERROR)  # its advice to pre-process (shape inference) is for static quantization
-        quantize_dynamic(str(source), str(out), weight_type=QuantType.QInt8, per_channel=True, op_types_to_quantize=["MatMul"])
+        quantize_dynamic(source, str(out), weight_type=QuantType.QInt8, per_channel=True, op_types_to_quantize=["MatMul"])
     return out
 
 
-def float_model(folder: Path, minilm: Path) -> Path:
-    """The graph before its products are split and quantized, in float32 (`folder/fused.onnx`): the packaged graph with the
-    MiniLM folder's weights, its attention and norms fused."""
-    folded, fused = folder / "folded.onnx", folder / "fused.onnx"
+def float_graph(folder: Path, minilm: Path) -> Any:
+    """The graph before its products are split and quantized, in float32, as a ModelProto: the packaged graph with
+    the MiniLM folder's weights, its attention and norms fused. Worked on in memory: only folding writes a file
+    (`folder/folded.onnx`), ONNX Runtime's way of giving back the graph it optimized."""
+    import onnx
+
+    folded = folder / "folded.onnx"
     _fold(packaged_model(), folded)
-    _float_weights(folded, minilm / "model.safetensors")
-    _fuse_attention(folded)
-    _fuse_norms(folded, fused)
-    return fused
+    model = onnx.load(str(folded))
+    _float_weights(model, minilm / "model.safetensors")
+    _fuse_attention(model)
+    return _fuse_norms(model)
 
 
 def _fold(source: Path, out: Path) -> None:
@@ -138,16 +141,14 @@ def _fold(source: Path, out: Path) -> None:
     ort.InferenceSession(str(source), options, providers=["CPUExecutionProvider"])
 
 
-def _float_weights(path: Path, safetensors: Path) -> None:
+def _float_weights(model: Any, safetensors: Path) -> None:
     """The folded graph's weights replaced by the float32 ones torch computes with: a product's weight is named by
     the bias its output adds (`inner.encoder.layer.N.X.bias` holds `encoder.layer.N.X.weight`, transposed), the
     embeddings and LayerNorms by their own names."""
-    import onnx
     from onnx import numpy_helper
     from safetensors.numpy import load_file
 
     source = {name.removeprefix("bert."): array for name, array in load_file(str(safetensors)).items()}
-    model = onnx.load(str(path))
     graph = model.graph
     weights = {init.name: init for init in graph.initializer}
     reader = {x: node for node in graph.node for x in node.input}
@@ -161,17 +162,14 @@ def _float_weights(path: Path, safetensors: Path) -> None:
         if tuple(weights[name].dims) != array.shape:
             raise RuntimeError(f"onnx-int8: {safetensors} is not the model the packaged graph holds ({name}: {array.shape})")
         weights[name].CopyFrom(numpy_helper.from_array(np.ascontiguousarray(array, dtype=np.float32), name))
-    onnx.save(model, str(path))
 
 
-def _fuse_attention(path: Path) -> None:
+def _fuse_attention(model: Any) -> None:
     """Each layer's attention (from its input to the context its output projection reads) becomes one MatMul of
     the packed Q, K, V weights, its bias, a Split and one MultiHeadAttention without a mask (every text runs
     unpadded); the nodes it replaces, and the attention_mask input, are dropped."""
-    import onnx
     from onnx import helper, numpy_helper
 
-    model = onnx.load(str(path))
     graph = model.graph
     producer = {out: node for node in graph.node for out in node.output}
     weights = {init.name: init for init in graph.initializer}
@@ -210,7 +208,6 @@ def _fuse_attention(path: Path) -> None:
         graph.initializer.remove(init)
     for unread in [i for i in graph.input if i.name not in used]:  # attention_mask
         graph.input.remove(unread)
-    onnx.save(model, str(path))
 
 
 def _live(nodes: list[Any], outputs: set[str]) -> list[Any]:
@@ -240,14 +237,12 @@ def _topological(nodes: list[Any], graph: Any) -> list[Any]:
     return ordered
 
 
-def _cls_apart(path: Path) -> None:
+def _cls_apart(model: Any) -> None:
     """Each feed-forward product x @ W (the one a BiasGelu reads, the one that reads a BiasGelu) becomes
     concat(x[:, :1] @ W, x[:, 1:] @ W) along the tokens: the quantizer then gives the [CLS] row and the other rows
     a scale each."""
-    import onnx
     from onnx import helper, numpy_helper
 
-    model = onnx.load(str(path))
     graph = model.graph
     weights = {init.name for init in graph.initializer}
     gelus = [node for node in graph.node if node.op_type == "BiasGelu"]
@@ -267,17 +262,18 @@ def _cls_apart(path: Path) -> None:
                   helper.make_node("Concat", [f"{name}.cls_out", f"{name}.rest_out"], list(node.output), axis=1, name=f"{name}.rows")]
     del graph.node[:]
     graph.node.extend(nodes)
-    onnx.save(model, str(path))
 
 
-def _fuse_norms(source: Path, out: Path) -> None:
+def _fuse_norms(model: Any) -> Any:
+    """`model` with its LayerNorms (and Gelus) fused by ONNX Runtime's BERT optimizer: its fusions alone
+    (opt_level 0: `_fold` ran ONNX Runtime's basic pass already)."""
     from onnxruntime.transformers.fusion_options import FusionOptions
     from onnxruntime.transformers.optimizer import optimize_model
 
     options = FusionOptions("bert")
     options.enable_skip_layer_norm = options.enable_bias_skip_layer_norm = False  # see _UNFUSED
-    optimize_model(str(source), model_type="bert", num_heads=HEADS, hidden_size=HIDDEN, opt_level=0,
-                   optimization_options=options).save_model_to_file(str(out))
+    return optimize_model(model, model_type="bert", num_heads=HEADS, hidden_size=HIDDEN, opt_level=0,
+                          optimization_options=options).model
 
 
 def session(model_file: Path, optimized_to: Path | None = None) -> Any:

@@ -175,7 +175,7 @@ def answer_scores(
     outcomes: Sequence[QueryOutcome], evalset: EvalSet, metrics: Sequence[str], cache: Cache | None
 ) -> dict[str, list[float | None]]:
     """ragas string metrics of each answer against its reference; each distinct (metric, answer, reference)
-    is scored once, in one batch, and remembered in `cache` for later trials and runs."""
+    is scored once, in one batch, and remembered in `cache` for later runs and in this process for later trials."""
     from ragopt.eval.answers import AnswerSample, score_answers
 
     refs = {q.query.id: q.reference_answer for q in evalset.queries}
@@ -184,14 +184,31 @@ def answer_scores(
     scorable = sorted({(r, ref) for r, ref in pairs if r is not None and ref is not None})
     known: dict[tuple[str, str, str], Any] = {}
     for metric in metrics:
-        def score(missing: list[int], metric: str = metric) -> Iterator[tuple[int, Any]]:
-            samples = [AnswerSample(response=scorable[i][0], reference=scorable[i][1]) for i in missing]
+        todo = []
+        for r, ref in scorable:
+            if (metric, r, ref) in _ANSWER_SCORES:
+                known[(metric, r, ref)] = _ANSWER_SCORES[(metric, r, ref)]
+            else:
+                todo.append((r, ref))
+
+        def score(missing: list[int], metric: str = metric, todo: list[tuple[str, str]] = todo) -> Iterator[tuple[int, Any]]:
+            samples = [AnswerSample(response=todo[i][0], reference=todo[i][1]) for i in missing]
             yield from zip(missing, score_answers(samples, [metric])[metric])  # one batch per metric
 
-        keys = [CacheKey(namespace="answer-score", payload=[metric, r, ref]) for r, ref in scorable]
-        values = (cache or Cache(None)).get_or_compute(keys, score).values
-        known.update(((metric, r, ref), v) for (r, ref), v in zip(scorable, values))
+        keys = [CacheKey(namespace="answer-score", payload=[metric, r, ref]) for r, ref in todo]
+        computed = {(metric, r, ref): v for (r, ref), v in zip(todo, (cache or Cache(None)).get_or_compute(keys, score).values)}
+        known.update(computed)
+        if len(_ANSWER_SCORES) + len(computed) > ANSWER_SCORES_KEPT:
+            _ANSWER_SCORES.clear()
+        _ANSWER_SCORES.update(computed)
     return {
         metric: [None if r is None or ref is None else known.get((metric, r, ref)) for r, ref in pairs]
         for metric in metrics
     }
+
+
+# (metric, answer, reference) -> score, for this process: the sweep's trials give the same answers again and again,
+# and each is looked up in the cache (a key built and hashed) only the first time. A score depends on these three
+# alone (ragas' string metrics, deterministic). Bounded, for a long-running process.
+_ANSWER_SCORES: dict[tuple[str, str, str], Any] = {}
+ANSWER_SCORES_KEPT = 1 << 17

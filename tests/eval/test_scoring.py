@@ -50,3 +50,25 @@ def test_no_reference_answer_leaves_the_correctness_pair_undefined():
     assert scores["answer_contains_reference"] == [None] and scores["answer_lead_contains_reference"] == [None]
     assert scores["citation_span_precision_if_correct"] == [None]
     assert scores["citation_span_precision"] == [1.0]
+
+
+def test_an_answer_scored_once_is_scored_the_same_in_a_later_trial_without_asking_the_cache(tmp_path):
+    from ragopt.cache import Cache
+    from ragopt.eval.answers import AnswerSample, score_answers
+    from ragopt.eval.scoring import answer_scores
+
+    evalset = _evalset({"q1": "mmol/L", "q2": "decimal value", "q3": "mmol/L"})
+    first = [_outcome("q1", "It is in mmol/L [2].", "b"), _outcome("q2", "It is a decimal [1].", "a"),
+             _outcome("q3", "Glucose in mg/dL [1].", "a")]
+    later = [first[1], _outcome("q1", "Stored as mmol/L values [2].", "b"), first[2]]  # two answers seen before
+    cache = Cache(tmp_path / "c")
+    scored = answer_scores(first, evalset, ["string_presence", "rouge_l"], cache)
+    asked = cache.cache_hits + cache.cache_misses
+    again = answer_scores(later, evalset, ["string_presence", "rouge_l"], cache)
+    fresh = score_answers([AnswerSample(response=o.answer["text"], reference=q.reference_answer)
+                           for o, q in zip(later, [evalset.queries[1], evalset.queries[0], evalset.queries[2]])],
+                          ["string_presence", "rouge_l"])  # ragas itself, past every cache
+    assert again == fresh and again["string_presence"] == [0.0, 1.0, 0.0] and scored["string_presence"] == [1.0, 0.0, 0.0]
+    assert again["rouge_l"][2] == scored["rouge_l"][2] and 0 < again["rouge_l"][0] < 1
+    assert cache.cache_hits + cache.cache_misses - asked == 2  # the new answer's two metrics only
+    cache.close()
