@@ -219,17 +219,22 @@ class StageMemo:
         out: dict[str, Any] = {}
         for name, value in writes.items():
             if name == "hits" or name.startswith("candidates."):
-                out[name] = ("hits", [self._encode_hit(h) for h in value])
+                out[name] = ("hits", self._encode_hits(value))
             elif hasattr(value, "model_dump"):
                 out[name] = ("model", type(value).__module__, type(value).__qualname__, value.model_dump(mode="json"))
             else:
                 out[name] = ("raw", value)
         return {"writes": out, "span": span.model_dump(mode="json")}
 
-    def _encode_hit(self, hit: Hit) -> tuple[Any, ...]:
-        original = self.chunk_of(hit.chunk.id) if self.chunk_of is not None else None
-        text = None if original is not None and original.text == hit.chunk.text else hit.chunk.model_dump(mode="json")
-        return (hit.chunk.id, hit.score, hit.rank, hit.retriever, text)
+    def _encode_hits(self, hits: list[Hit]) -> list[tuple[Any, ...]]:
+        chunk_of = self.chunk_of
+        out = []
+        for hit in hits:
+            chunk = hit.chunk
+            original = chunk_of(chunk.id) if chunk_of is not None else None
+            same = original is not None and (original is chunk or original.text == chunk.text)
+            out.append((chunk.id, hit.score, hit.rank, hit.retriever, None if same else chunk.model_dump(mode="json")))
+        return out
 
     def _decode(self, stored: dict[str, Any]) -> tuple[dict[str, Any], Span]:
         import importlib

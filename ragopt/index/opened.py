@@ -122,8 +122,10 @@ class Index:
         return embedded, hits
 
     def hits(self, found: Sequence[tuple[int, float]], retriever: str) -> list[Hit]:
-        """(chunk position, score) pairs, best first, as ranked hits."""
-        return [Hit(chunk=self.chunks[i], score=score, rank=r, retriever=retriever) for r, (i, score) in enumerate(found, start=1)]
+        """(chunk position, score) pairs, best first, as ranked hits (built without validation: the index's own chunks,
+        the store's float scores; a sweep builds millions)."""
+        return [Hit.model_construct(chunk=self.chunks[i], score=score, rank=r, retriever=retriever)
+                for r, (i, score) in enumerate(found, start=1)]
 
     @cached_property
     def positions(self) -> dict[str, int]:

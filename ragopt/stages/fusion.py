@@ -38,7 +38,7 @@ class Fuse:
             fused = convex(dense, keyword, alpha=self.config.alpha, norm=self.config.norm)  # alpha weighs dense
         label = self.config.method
         state.hits = [
-            Hit(chunk=chunks[cid], score=score, rank=r, retriever=label)
+            Hit.model_construct(chunk=chunks[cid], score=score, rank=r, retriever=label)  # its inputs' chunks: valid
             for r, (cid, score) in enumerate(fused[: self.k], start=1)
         ]
         return state
