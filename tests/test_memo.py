@@ -4,6 +4,7 @@ that very list; a new process reads back what an earlier one flushed to disk."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 from ragopt.cache import Cache
@@ -93,7 +94,8 @@ def test_a_candidate_list_replaced_by_a_stage_that_is_not_remembered_is_keyed_by
 def test_a_new_process_reads_back_what_an_earlier_one_flushed(tmp_path: Path) -> None:
     def pipeline(cache: Cache) -> tuple[Pipeline, Retriever]:
         dense = Retriever("vector", 7)
-        return Pipeline([dense, Retriever("bm25", 11), Fuse(FusionConfig(method="convex"), k=5)], memo=StageMemo(cache)), dense
+        memo = StageMemo(cache, disk_min_ms=0.0)  # these stages take microseconds
+        return Pipeline([dense, Retriever("bm25", 11), Fuse(FusionConfig(method="convex"), k=5)], memo=memo), dense
 
     first, dense = pipeline(Cache(tmp_path / "cache"))
     ids = fused_ids(first)
@@ -103,3 +105,23 @@ def test_a_new_process_reads_back_what_an_earlier_one_flushed(tmp_path: Path) ->
     result = second.run(Query(text="when does the ward open"))
     assert [h.chunk.id for h in result.state.hits] == ids and dense_again.runs == 0
     assert {s.name: s.usage.attrs["memo"] for s in result.trace.spans} == {"vector": "disk", "bm25": "disk", "fuse": "disk"}
+
+
+class SlowRetriever(Retriever):
+    def run(self, state: RequestState) -> RequestState:
+        time.sleep(0.005)
+        return super().run(state)
+
+
+def test_only_a_run_slower_than_writing_it_is_written_to_disk(tmp_path: Path) -> None:
+    """A run quicker than DISK_MIN_MS is run again by the next process; a slower one is read back."""
+    def pipeline(cache: Cache) -> tuple[Pipeline, Retriever, Retriever]:
+        quick, slow = Retriever("vector", 7), SlowRetriever("bm25", 11)
+        return Pipeline([quick, slow, Fuse(FusionConfig(), k=5)], memo=StageMemo(cache)), quick, slow
+
+    first, _, _ = pipeline(Cache(tmp_path / "cache"))
+    ids = fused_ids(first)
+    first.memo.flush()
+    first.memo.cache.close()
+    second, quick, slow = pipeline(Cache(tmp_path / "cache"))
+    assert fused_ids(second) == ids and (quick.runs, slow.runs) == (1, 0)
