@@ -14,9 +14,10 @@ run's key instead, as long as the request holds that very list: the same key mea
 
 Entries live in memory for this process (decoded, so a restore costs no decoding) and, when a `Cache` is given,
 in it for the next one (written in one transaction per trial by `flush`; hit accounting is the Cache's), if the
-run took at least `disk_min_ms` (DISK_MIN_MS): a quicker one is run again sooner than it is written and read back
-(on the main job an entry cost 0.2 ms to encode and write, and 38,890 of them, nearly all under a millisecond,
-were 12% of a cold sweep's time). A state holding a fitted prompt is kept in memory only (prompt assembly is
+run wrote an answer or took at least `disk_min_ms` (DISK_MIN_MS): a quicker one is run again sooner than it is
+written and read back (on the main job an entry cost 0.2 ms to encode and write, and 38,890 of them, nearly all
+under a millisecond, were 12% of a cold sweep's time). Answers always are: an answer is what a sweep pays for,
+and a raced sweep widened later counts on its answers (ragopt.eval.race). A state holding a fitted prompt is kept in memory only (prompt assembly is
 cheap to redo). It is not a get_or_compute: the computation is the pipeline running the stage between `restore`
 and `store`.
 """
@@ -207,7 +208,7 @@ class StageMemo:
         writes = {name: _read(state, name) for name in stage.writes}
         kept = _copy_span(span)
         self._memory[key] = (writes, kept)
-        if self.cache is not None and "prompt" not in writes and span.ms >= self.disk_min_ms:
+        if self.cache is not None and "prompt" not in writes and (span.ms >= self.disk_min_ms or "answer" in writes):
             self._pending.append((self._disk_key(key), self._encode(writes, kept)))
 
     def flush(self) -> None:
