@@ -173,9 +173,13 @@ class EmbedderConfig(StrictModel):
                              "(int8 on ONNX Runtime: pip install 'ragopt[int8]')")
         return runtime
 
+    def int8_runs_model(self) -> bool:
+        """Whether the onnx-int8 runtime can run this model: the packaged MiniLM only (its int8 graph is MiniLM's)."""
+        return self.model == DEFAULT_EMBEDDER
+
     @model_validator(mode="after")
     def _runtime_has_model(self) -> "EmbedderConfig":
-        if self.runtime == "onnx-int8" and self.model != DEFAULT_EMBEDDER:
+        if self.runtime == "onnx-int8" and not self.int8_runs_model():
             raise ValueError(f"runtime onnx-int8 runs {DEFAULT_EMBEDDER} only, not {self.model!r}: use runtime torch")
         return self
 

@@ -212,7 +212,7 @@ class Embedder:
         """MiniLM with int8 products on ONNX Runtime (ragopt/backends/onnx_int8.py): its own fingerprint. `auto` picks
         it for the packaged MiniLM on a CPU (a GPU runs torch's float32 faster than any CPU int8)."""
         if self.config.runtime == "auto":
-            return self.config.model == DEFAULT_EMBEDDER and self.device == "cpu"
+            return self.config.int8_runs_model() and self.device == "cpu"
         return self.config.runtime == "onnx-int8"
 
     @cached_property

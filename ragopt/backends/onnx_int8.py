@@ -152,8 +152,8 @@ def _float_weights(model: Any, safetensors: Path) -> None:
     graph = model.graph
     weights = {init.name: init for init in graph.initializer}
     reader = {x: node for node in graph.node for x in node.input}
-    replacements = {name: source[name.removeprefix("inner.")] for name in weights
-                    if name.removeprefix("inner.") in source and source[name.removeprefix("inner.")].dtype == np.float32}
+    named = {name: source.get(name.removeprefix("inner.")) for name in weights}  # the graph's name -> torch's array
+    replacements = {name: array for name, array in named.items() if array is not None and array.dtype == np.float32}
     for node in graph.node:
         if node.op_type == "MatMul" and node.input[1] in weights:  # torch's Linear keeps (out, in); ONNX (in, out)
             bias = next(x for x in reader[node.output[0]].input if x in weights)
