@@ -87,7 +87,7 @@ class MemoryStore:
         self._items.update((d, (e, expires)) for d, e in items)
 
     def delete_namespace(self, namespace: str) -> int:
-        doomed = [d for d in self._items if d.startswith(f"{namespace}:")]
+        doomed = self.digests(namespace)
         for d in doomed:
             del self._items[d]
         return len(doomed)
@@ -157,7 +157,7 @@ class RedisStore:
             pipe.execute()
 
     def delete_namespace(self, namespace: str) -> int:
-        doomed = list(self._redis.scan_iter(match=f"{self.prefix}{namespace}:*"))
+        doomed = [self.prefix + d for d in self.digests(namespace)]
         return int(self._redis.delete(*doomed)) if doomed else 0
 
     def digests(self, namespace: str) -> set[str]:

@@ -7,7 +7,7 @@ import importlib
 import json
 import tomllib
 from pathlib import Path
-from typing import Any, Literal, Sequence, TypeVar
+from typing import Any, Callable, Literal, Sequence, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
@@ -65,6 +65,26 @@ def canonical_json(obj: Any) -> bytes:
 def fingerprint(obj: Any) -> str:
     """A stable hash of any JSON-able value: canonical JSON, sha256, 16 hex digits."""
     return hashlib.sha256(canonical_json(obj)).hexdigest()[:16]
+
+
+class PerObject:
+    """`compute(obj)` remembered per object, for objects never changed in place (a sweep keys the same queries and
+    stages in every trial): each is held, so its id is not reused while remembered; after `kept` objects it starts
+    over, for a process that keeps making new ones."""
+
+    def __init__(self, compute: Callable[[Any], Any], kept: int = 4096):
+        self._compute, self._kept = compute, kept
+        self._values: dict[int, tuple[Any, Any]] = {}
+
+    def __call__(self, obj: Any) -> Any:
+        found = self._values.get(id(obj))
+        if found is not None and found[0] is obj:
+            return found[1]
+        if len(self._values) >= self._kept:
+            self._values.clear()
+        value = self._compute(obj)
+        self._values[id(obj)] = (obj, value)
+        return value
 
 
 CHUNKERS = ("tokens", "recursive", "semantic", "whole")  # ragopt.chunking has one module per name

@@ -17,9 +17,9 @@ in it for the next one (written in one transaction per trial by `flush`; hit acc
 run wrote an answer or took at least `disk_min_ms` (DISK_MIN_MS): a quicker one is run again sooner than it is
 written and read back (on the main job an entry cost 0.2 ms to encode and write, and 38,890 of them, nearly all
 under a millisecond, were 12% of a cold sweep's time). Answers always are: an answer is what a sweep pays for,
-and a raced sweep widened later counts on its answers (ragopt.eval.race). A state holding a fitted prompt is kept in memory only (prompt assembly is
-cheap to redo). It is not a get_or_compute: the computation is the pipeline running the stage between `restore`
-and `store`.
+and a raced sweep widened later counts on its answers (ragopt.eval.race). A state holding a fitted prompt is kept
+in memory only (prompt assembly is cheap to redo). It is not a get_or_compute: the computation is the pipeline
+running the stage between `restore` and `store`.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from typing import Any, Callable
 import numpy as np
 
 from ragopt.cache import Cache, CacheKey
-from ragopt.config import canonical_json, fingerprint
+from ragopt.config import PerObject, canonical_json, fingerprint
 from ragopt.trace import Span, Trace, now_ms
 from ragopt.types import Chunk, Hit, is_live
 
@@ -87,22 +87,9 @@ def _field_key(state: Any, name: str, with_scores: bool) -> str:
     raise ValueError(f"unknown state field {name!r}")
 
 
-# id(query) -> (query, its key): every stage of every trial reads the same few hundred queries. The query is held,
-# so its id is not reused while it is here, and never changed in place (a rewriting stage writes a new one);
-# bounded, for a process that keeps building new queries.
-_QUERY_KEYS: dict[int, tuple[Any, str]] = {}
-QUERY_KEYS_KEPT = 4096
-
-
-def _query_key(query: Any) -> str:
-    found = _QUERY_KEYS.get(id(query))
-    if found is not None and found[0] is query:
-        return found[1]
-    if len(_QUERY_KEYS) >= QUERY_KEYS_KEPT:
-        _QUERY_KEYS.clear()
-    key = canonical_json(query.model_dump(mode="json", exclude={"id"})).decode()
-    _QUERY_KEYS[id(query)] = (query, key)
-    return key
+# every stage of every trial reads the same few hundred queries; a query is never changed in place (a rewriting
+# stage writes a new one)
+_query_key = PerObject(lambda query: canonical_json(query.model_dump(mode="json", exclude={"id"})).decode())
 
 
 def _note_lineage(key: str, stage: Any, state: Any) -> None:
@@ -147,7 +134,7 @@ class StageMemo:
         # store for each costs more than the stage it would save (an entry another process writes later is missed:
         # recomputed, never wrong)
         self._on_disk = cache.stored_digests(NAMESPACE) if cache is not None else set()
-        self._stages: dict[int, tuple[Any, tuple[str, list[str], bool, bool] | None]] = {}  # id -> (stage, _stage_part)
+        self._stage_part = PerObject(self._stage_part_of)  # a memo serves one sweep, whose stages never change
 
     def key(self, stage: Any, state: Any) -> str | None:
         if state.deadline is not None:  # a deadline makes the output depend on time
@@ -161,30 +148,25 @@ class StageMemo:
         fields = [_field_key(state, name, with_scores) for name in reads]
         return hashlib.sha256("".join([stage_key, *(f"{len(f)}:{f}" for f in fields)]).encode()).hexdigest()[:16]
 
-    def _stage_part(self, stage: Any) -> tuple[str, list[str], bool, bool] | None:
+    def _stage_part_of(self, stage: Any) -> tuple[str, list[str], bool, bool] | None:
         """What a stage's keys share: the hash of its identity, writes and the context; the fields it reads
         (sorted); whether hits' scores count; whether it reads what earlier stages made (else nothing live can
-        reach its output: a retriever reads the query alone). Computed once per stage object: a memo serves one
-        sweep, whose stages never change (the stage is held, so its id is not reused)."""
-        found = self._stages.get(id(stage))
-        if found is not None:
-            return found[1]
+        reach its output: a retriever reads the query alone). None: the stage is not remembered."""
         identity = stage_identity(stage)
-        part = None
-        if identity is not None:
-            with_scores = any(w == "hits" or w.startswith("candidates.") for w in stage.writes)
-            reads = sorted(set(stage.reads) | {"query"})  # permissions always decide what a stage may see
-            part = (fingerprint({"stage": identity, "writes": list(stage.writes), "context": self.context}), reads, with_scores,
-                    bool(set(reads) - {"query", "query_vector"}))
-        self._stages[id(stage)] = (stage, part)
-        return part
+        if identity is None:
+            return None
+        with_scores = any(w == "hits" or w.startswith("candidates.") for w in stage.writes)
+        reads = sorted(set(stage.reads) | {"query"})  # permissions always decide what a stage may see
+        return (fingerprint({"stage": identity, "writes": list(stage.writes), "context": self.context}), reads, with_scores,
+                bool(set(reads) - {"query", "query_vector"}))
 
     def restore(self, key: str, stage: Any, state: Any, trace: Trace, t0: float) -> bool:
         """Apply a remembered run's writes to `state` and its span to `trace`; False when there is none."""
         found = self._memory.get(key)
         source = "memory"
-        if found is None and self.cache is not None and self._on_disk and self._disk_key(key).digest() in self._on_disk:
-            stored = self.cache.get(self._disk_key(key))
+        disk_key = self._disk_key(key) if found is None and self._on_disk else None
+        if disk_key is not None and self.cache is not None and disk_key.digest() in self._on_disk:
+            stored = self.cache.get(disk_key)
             if stored is not None:
                 found = self._decode(stored)
                 self._memory[key] = found

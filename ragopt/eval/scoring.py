@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any, Iterator, Sequence
 
 from ragopt.cache import Cache, CacheKey
-from ragopt.config import fingerprint
+from ragopt.config import PerObject, fingerprint
 from ragopt.data import EvalQuery, EvalSet, Evidence
 from ragopt.eval import metrics as M
 from ragopt.eval.executor import QueryOutcome, code_fingerprint
@@ -49,18 +49,8 @@ def trial_scores(outcomes: Sequence[QueryOutcome], evalset: EvalSet, config: Swe
     return cache.get_or_compute([key], compute).values[0]
 
 
-
-_last_queries: tuple[Any, str] = (None, "")  # (a query list, its fingerprint)
-
-
-def queries_fingerprint(queries: list[EvalQuery]) -> str:
-    """The labelled queries' fingerprint, computed once for the list a sweep scores all its trials against."""
-    global _last_queries
-    last, found = _last_queries
-    if last is not queries:
-        found = fingerprint([q.model_dump(mode="json") for q in queries])
-        _last_queries = (queries, found)
-    return found
+# The labelled queries' fingerprint, computed once for the list a sweep scores all its trials against.
+queries_fingerprint = PerObject(lambda queries: fingerprint([q.model_dump(mode="json") for q in queries]), kept=16)
 
 
 def rank_scores(outcomes: Sequence[QueryOutcome], evalset: EvalSet, names: Sequence[str],
